@@ -1,0 +1,74 @@
+# mpishim top-level driver.
+#
+#   make               build the library for every host MPI found:
+#                      build/openmpi/libmpishim.so, build/mpich/libmpishim.so
+#   make check         unit + integration tests on every host (tests/run.sh)
+#   make demo          the multithreaded demo, raw host vs shim, side by side
+#   make install PREFIX=/usr/local
+#   make HOSTS=mpich   restrict to some hosts
+#
+# Each host gets its own autoconf build directory; configure is generated
+# and run here when missing or stale, so a fresh checkout needs only `make`.
+
+PREFIX ?= /usr/local
+BUILD  := build
+# Debian's flavour-suffixed wrappers; a host is built when its wrapper exists.
+HOSTS  ?= $(foreach h,openmpi mpich,$(if $(shell command -v mpicc.$(h) 2>/dev/null),$(h)))
+CONFIGURE_FLAGS ?=
+
+ifeq ($(strip $(HOSTS)),)
+$(error no host MPI found: install libopenmpi-dev openmpi-bin and/or libmpich-dev mpich, or set HOSTS)
+endif
+
+all: $(HOSTS:%=host-%) $(BUILD)/mpishim $(BUILD)/mpishim-info
+
+configure: configure.ac
+	autoconf
+
+$(BUILD)/%/config.status: configure
+	@mkdir -p $(BUILD)/$*
+	cd $(BUILD)/$* && ../../configure --with-mpi=$* $(CONFIGURE_FLAGS)
+
+$(HOSTS:%=host-%): host-%: $(BUILD)/%/config.status
+	$(MAKE) -C $(BUILD)/$*
+
+# Launcher and info dispatcher: scripts that find build/<host>/ next to them.
+$(BUILD)/mpishim: tools/mpishim.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@LIBROOT@|$(CURDIR)/$(BUILD)|g' -e 's|@HOSTS@|$(HOSTS)|g' $< > $@ && chmod +x $@
+$(BUILD)/mpishim-info: tools/mpishim-info.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@LIBROOT@|$(CURDIR)/$(BUILD)|g' -e 's|@HOSTS@|$(HOSTS)|g' $< > $@ && chmod +x $@
+
+check: all
+	tests/run.sh $(HOSTS)
+
+demo: all
+	examples/demo.sh $(HOSTS)
+
+bench: all
+	$(MAKE) -C bench HOSTS="$(HOSTS)"
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 include/mpishim.h $(DESTDIR)$(PREFIX)/include/
+	for h in $(HOSTS); do \
+	  d=$(DESTDIR)$(PREFIX)/lib/mpishim/$$h; install -d $$d; \
+	  install -m 755 $(BUILD)/$$h/libmpishim.so $(BUILD)/$$h/mpishim-info $$d/; \
+	  sed -e "s|@PREFIX@|$(PREFIX)|g" -e "s|@HOST@|$$h|g" tools/mpishim.pc.in \
+	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mpishim-$$h.pc; \
+	done
+	sed -e "s|@PREFIX@|$(PREFIX)|g" -e "s|@HOST@|$(firstword $(HOSTS))|g" tools/mpishim.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mpishim.pc
+	sed -e 's|@LIBROOT@|$(PREFIX)/lib/mpishim|g' -e 's|@HOSTS@|$(HOSTS)|g' tools/mpishim.in \
+	  > $(DESTDIR)$(PREFIX)/bin/mpishim && chmod 755 $(DESTDIR)$(PREFIX)/bin/mpishim
+	sed -e 's|@LIBROOT@|$(PREFIX)/lib/mpishim|g' -e 's|@HOSTS@|$(HOSTS)|g' tools/mpishim-info.in \
+	  > $(DESTDIR)$(PREFIX)/bin/mpishim-info && chmod 755 $(DESTDIR)$(PREFIX)/bin/mpishim-info
+
+clean:
+	rm -rf $(BUILD)
+
+distclean: clean
+	rm -rf configure autom4te.cache
+
+.PHONY: all check demo bench install clean distclean $(HOSTS:%=host-%)

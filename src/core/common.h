@@ -1,0 +1,15 @@
+/* Small definitions shared by every layer. */
+#ifndef MSH_CORE_COMMON_H
+#define MSH_CORE_COMMON_H
+
+/* The library is built with -fvisibility=hidden so that its internals can
+ * neither clash with nor be interposed by the application's symbols; only
+ * the MPI entry points and the public mpishim_* API are exported. */
+#define MSH_EXPORT __attribute__((visibility("default")))
+
+#define MSH_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define MSH_UNLIKELY(x) __builtin_expect(!!(x), 0)
+
+#define MSH_CACHELINE 64
+
+#endif

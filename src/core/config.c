@@ -1,0 +1,332 @@
+/* Every MPISHIM_* variable is described once in vars[] below: its type,
+ * accepted values, default and meaning. Parsing, the error lines, the
+ * typo warnings and the printed configuration all come from that table. */
+#include "core/config.h"
+#include "core/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+extern char **environ;
+
+msh_config msh_cfg;
+
+/* Enum fields are read and written as int by the table code. */
+_Static_assert(sizeof(msh_map_policy) == sizeof(int), "enum fields must be int-sized");
+
+typedef enum { V_BOOL, V_INT, V_ENUM, V_FLAGS, V_SIZE } msh_cfg_kind;
+
+typedef struct msh_cfg_var {
+    const char        *name;
+    msh_cfg_kind       kind;
+    size_t             off;      /* field in msh_config */
+    const char *const *words;    /* V_ENUM: value names by enum value; V_FLAGS: by bit */
+    long               min, max; /* V_INT, V_SIZE */
+    const char        *auto_word;/* V_INT: a word meaning 0 ("auto"), or NULL */
+} msh_cfg_var;
+
+static const char *const map_words[]      = { "comm", "tag", "peer", "hash", "thread", NULL };
+static const char *const progress_words[] = { "global", "vci", "thread", NULL };
+static const char *const wait_words[]     = { "spin", "block", "adaptive", NULL };
+static const char *const host_words[]     = { "multiple", "serialized", NULL };
+static const char *const part_words[]     = { "shim", "native", NULL };
+static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
+
+#define F(field) offsetof(msh_config, field)
+static const msh_cfg_var vars[] = {
+    { "MPISHIM_DISABLE",        V_BOOL,  F(disable),        NULL, 0, 1, NULL },
+    { "MPISHIM_VERBOSE",        V_BOOL,  F(verbose),        NULL, 0, 1, NULL },
+    { "MPISHIM_STATS",          V_BOOL,  F(stats),          NULL, 0, 1, NULL },
+    { "MPISHIM_NUM_VCIS",       V_INT,   F(num_vcis),       NULL, 1, MSH_MAX_VCIS, "auto" },
+    { "MPISHIM_MAP",            V_ENUM,  F(map),            map_words, 0, 0, NULL },
+    { "MPISHIM_ASSERT",         V_FLAGS, F(asserts),        assert_words, 0, 0, NULL },
+    { "MPISHIM_PROGRESS",       V_ENUM,  F(progress),       progress_words, 0, 0, NULL },
+    { "MPISHIM_SWEEP_POLLS",    V_INT,   F(sweep_polls),    NULL, 1, 1000000, NULL },
+    { "MPISHIM_WAIT",           V_ENUM,  F(wait),           wait_words, 0, 0, NULL },
+    { "MPISHIM_SPIN_US",        V_INT,   F(spin_us),        NULL, 0, 10000000, NULL },
+    { "MPISHIM_HOST_THREAD",    V_ENUM,  F(host_thread),    host_words, 0, 0, NULL },
+    { "MPISHIM_PART",           V_ENUM,  F(part),           part_words, 0, 0, NULL },
+    { "MPISHIM_PART_MIN_BYTES", V_SIZE,  F(part_min_bytes), NULL, 0, 1L << 30, NULL },
+};
+#undef F
+#define NVARS (sizeof vars / sizeof vars[0])
+
+void msh_cfg_defaults(msh_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->num_vcis       = 0; /* auto: cores in the rank's cpuset */
+    cfg->map            = MSH_MAP_COMM;
+    cfg->progress       = MSH_PROGRESS_GLOBAL;
+    cfg->sweep_polls    = 64;
+    cfg->wait           = MSH_WAIT_ADAPTIVE;
+    cfg->spin_us        = 20;
+    cfg->host_thread    = MSH_HOST_THREAD_MULTIPLE;
+    cfg->part           = MSH_PART_SHIM;
+    cfg->part_min_bytes = 0;
+}
+
+/* ------------------------------------------------------------ helpers */
+
+int msh_edit_distance(const char *a, const char *b)
+{
+    size_t la = strnlen(a, 255), lb = strnlen(b, 255);
+    int row[256];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = (int)j;
+    for (size_t i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= lb; j++) {
+            int up = row[j];
+            int cost = toupper((unsigned char)a[i - 1]) != toupper((unsigned char)b[j - 1]);
+            int best = diag + cost;
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static void *field(msh_config *cfg, const msh_cfg_var *v) { return (char *)cfg + v->off; }
+static const void *cfield(const msh_config *cfg, const msh_cfg_var *v) { return (const char *)cfg + v->off; }
+
+/* "a|b|c" into buf. */
+static const char *join_words(const char *const *w, const char *sep, char *buf, size_t len)
+{
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; w[i]; i++)
+        n += (size_t)snprintf(buf + (n < len ? n : len - 1), n < len ? len - n : 1, "%s%s", i ? sep : "", w[i]);
+    return buf;
+}
+
+static const char *accepted(const msh_cfg_var *v, char *buf, size_t len)
+{
+    char words[128];
+    switch (v->kind) {
+    case V_BOOL:  snprintf(buf, len, "0|1 (also no|yes, off|on, false|true)"); break;
+    case V_INT:
+        snprintf(buf, len, "%s%san integer %ld..%ld", v->auto_word ? v->auto_word : "",
+                 v->auto_word ? " or " : "", v->min, v->max);
+        break;
+    case V_ENUM:  snprintf(buf, len, "%s", join_words(v->words, "|", words, sizeof words)); break;
+    case V_FLAGS:
+        snprintf(buf, len, "a comma-separated list of %s (or empty)", join_words(v->words, ", ", words, sizeof words));
+        break;
+    case V_SIZE:
+        snprintf(buf, len, "a byte count %ld..%ld, optionally with suffix K, M or G (powers of 1024)", v->min, v->max);
+        break;
+    }
+    return buf;
+}
+
+static int word_index(const char *const *w, const char *s, size_t n)
+{
+    for (int i = 0; w[i]; i++)
+        if (strlen(w[i]) == n && strncasecmp(w[i], s, n) == 0)
+            return i;
+    return -1;
+}
+
+static int parse_long(const char *s, long *out, int allow_suffix)
+{
+    while (isspace((unsigned char)*s))
+        s++;
+    if (!isdigit((unsigned char)*s))
+        return -1; /* no sign: none of our values is negative */
+    errno = 0;
+    char *end;
+    long long x = strtoll(s, &end, 10);
+    if (errno)
+        return -1;
+    if (allow_suffix && *end) {
+        int shift = 0;
+        switch (toupper((unsigned char)*end)) {
+        case 'K': shift = 10; break;
+        case 'M': shift = 20; break;
+        case 'G': shift = 30; break;
+        default: return -1;
+        }
+        end++;
+        if (toupper((unsigned char)*end) == 'I' && toupper((unsigned char)end[1]) == 'B')
+            end += 2; /* KiB */
+        else if (toupper((unsigned char)*end) == 'B')
+            end++;    /* KB */
+        if (x > (LLONG_MAX >> shift))
+            return -1;
+        x <<= shift;
+    }
+    while (isspace((unsigned char)*end))
+        end++;
+    if (*end || x > LONG_MAX)
+        return -1;
+    *out = (long)x;
+    return 0;
+}
+
+static int parse_value(msh_config *cfg, const msh_cfg_var *v, const char *s)
+{
+    long x;
+    int i;
+    switch (v->kind) {
+    case V_BOOL: {
+        static const char *const yes[] = { "1", "yes", "on", "true", NULL };
+        static const char *const no[]  = { "0", "no", "off", "false", NULL };
+        if (word_index(yes, s, strlen(s)) >= 0)
+            *(int *)field(cfg, v) = 1;
+        else if (word_index(no, s, strlen(s)) >= 0)
+            *(int *)field(cfg, v) = 0;
+        else
+            return -1;
+        return 0;
+    }
+    case V_INT:
+        if (v->auto_word && strcasecmp(s, v->auto_word) == 0) {
+            *(int *)field(cfg, v) = 0;
+            return 0;
+        }
+        if (parse_long(s, &x, 0) || x < v->min || x > v->max)
+            return -1;
+        *(int *)field(cfg, v) = (int)x;
+        return 0;
+    case V_SIZE:
+        if (parse_long(s, &x, 1) || x < v->min || x > v->max)
+            return -1;
+        *(size_t *)field(cfg, v) = (size_t)x;
+        return 0;
+    case V_ENUM:
+        if ((i = word_index(v->words, s, strlen(s))) < 0)
+            return -1;
+        *(int *)field(cfg, v) = i; /* every enum field is int-sized */
+        return 0;
+    case V_FLAGS: {
+        unsigned flags = 0;
+        const char *p = s;
+        while (*p) {
+            while (*p == ',' || isspace((unsigned char)*p))
+                p++;
+            if (!*p)
+                break;
+            const char *e = p;
+            while (*e && *e != ',' && !isspace((unsigned char)*e))
+                e++;
+            if ((i = word_index(v->words, p, (size_t)(e - p))) < 0)
+                return -1;
+            flags |= 1u << i;
+            p = e;
+        }
+        *(unsigned *)field(cfg, v) = flags;
+        return 0;
+    }
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ parsing */
+
+int msh_cfg_parse(msh_config *cfg, char *const *envp, char *err, size_t errlen,
+                  void (*warn)(const char *line, void *arg), void *warn_arg)
+{
+    msh_cfg_defaults(cfg);
+    for (; envp && *envp; envp++) {
+        const char *kv = *envp;
+        if (strncmp(kv, "MPISHIM_", 8) != 0)
+            continue;
+        const char *eq = strchr(kv, '=');
+        size_t nlen = eq ? (size_t)(eq - kv) : strlen(kv);
+        const char *val = eq ? eq + 1 : "";
+        size_t k;
+        for (k = 0; k < NVARS; k++)
+            if (strlen(vars[k].name) == nlen && strncmp(vars[k].name, kv, nlen) == 0)
+                break;
+        if (k == NVARS) {
+            if (warn) {
+                char name[128], line[256];
+                snprintf(name, sizeof name, "%.*s", (int)(nlen < 100 ? nlen : 100), kv);
+                size_t best = 0;
+                int bestd = 1 << 30;
+                for (size_t j = 0; j < NVARS; j++) {
+                    int d = msh_edit_distance(name, vars[j].name);
+                    if (d < bestd) {
+                        bestd = d;
+                        best = j;
+                    }
+                }
+                snprintf(line, sizeof line, "unknown variable %s ignored; did you mean %s?", name, vars[best].name);
+                warn(line, warn_arg);
+            }
+            continue;
+        }
+        if (parse_value(cfg, &vars[k], val) != 0) {
+            char acc[256];
+            snprintf(err, errlen, "%s='%.64s' is invalid; accepted values: %s", vars[k].name, val,
+                     accepted(&vars[k], acc, sizeof acc));
+            return -1;
+        }
+        cfg->from_env |= 1ul << k;
+    }
+    return 0;
+}
+
+static void warn_once(const char *line, void *arg)
+{
+    (void)arg;
+    msh_log_once("%s", line);
+}
+
+void msh_cfg_init(void)
+{
+    char err[512];
+    if (msh_cfg_parse(&msh_cfg, environ, err, sizeof err, warn_once, NULL) != 0) {
+        msh_log_once("%s", err);
+        exit(1);
+    }
+}
+
+/* ------------------------------------------------------------ printing */
+
+static const char *format_value(const msh_config *cfg, const msh_cfg_var *v, char *buf, size_t len)
+{
+    const void *f = cfield(cfg, v);
+    switch (v->kind) {
+    case V_BOOL:  snprintf(buf, len, "%d", *(const int *)f); break;
+    case V_INT:
+        if (v->auto_word && *(const int *)f == 0)
+            snprintf(buf, len, "%s", v->auto_word);
+        else
+            snprintf(buf, len, "%d", *(const int *)f);
+        break;
+    case V_SIZE:  snprintf(buf, len, "%zu", *(const size_t *)f); break;
+    case V_ENUM:  snprintf(buf, len, "%s", v->words[*(const int *)f]); break;
+    case V_FLAGS: {
+        unsigned flags = *(const unsigned *)f;
+        size_t n = 0;
+        buf[0] = '\0';
+        for (int i = 0; v->words[i]; i++)
+            if ((flags & (1u << i)) && n < len)
+                n += (size_t)snprintf(buf + n, len - n, "%s%s", n ? "," : "", v->words[i]);
+        if (!flags)
+            snprintf(buf, len, "(none)");
+        break;
+    }
+    }
+    return buf;
+}
+
+void msh_cfg_print(FILE *out, const msh_config *cfg)
+{
+    for (size_t k = 0; k < NVARS; k++) {
+        char val[128];
+        fprintf(out, "  %-24s %-18s %s\n", vars[k].name, format_value(cfg, &vars[k], val, sizeof val),
+                (cfg->from_env & (1ul << k)) ? "(environment)" : "(default)");
+    }
+}

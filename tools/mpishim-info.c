@@ -1,0 +1,81 @@
+/* mpishim-info: what a run under mpishim will use on this machine.
+ *
+ * Prints the host MPI (library, standard version, thread support), the
+ * cores hwloc sees for this process, the libfabric providers and their
+ * transmit contexts, and the effective MPISHIM_* configuration. Run it as
+ * `mpishim-info` (singleton) or under mpirun to see a rank's view. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/topo.h"
+#include "mpishim.h"
+
+#ifndef MSH_HOST
+#define MSH_HOST "unknown"
+#endif
+
+static const char *level_name(int l)
+{
+    return l == MPI_THREAD_MULTIPLE ? "MPI_THREAD_MULTIPLE"
+         : l == MPI_THREAD_SERIALIZED ? "MPI_THREAD_SERIALIZED"
+         : l == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED" : "MPI_THREAD_SINGLE";
+}
+
+int main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: mpishim-info\n"
+                   "Prints the host MPI, cores, libfabric providers and the effective MPISHIM_* configuration.\n");
+            return 0;
+        }
+        fprintf(stderr, "mpishim-info: unknown argument '%s' (try --help)\n", argv[i]);
+        return 2;
+    }
+
+    int provided = 0, rank = 0, size = 1, v = 0, sv = 0, len = 0;
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Get_version(&v, &sv);
+    MPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, "\n")] = '\0';
+
+    if (rank == 0) {
+        char topo[256];
+        msh_topo_describe(topo, sizeof topo);
+        printf("mpishim %s (%s build), %s\n", mpishim_version(), MSH_HOST,
+               mpishim_active() ? "active" : "disabled by MPISHIM_DISABLE (pass-through)");
+        printf("host MPI library   %s\n", lib);
+        printf("MPI standard       %d.%d\n", v, sv);
+        printf("thread support     program gets %s (requested MPI_THREAD_MULTIPLE)\n", level_name(provided));
+        printf("ranks              %d\n", size);
+        printf("cores (hwloc)      %s\n", topo);
+
+        msh_fabric_prov prov[32];
+        int n = msh_fabric_query(prov, 32);
+        if (n < 0) {
+            printf("libfabric          not built in\n");
+        } else if (n == 0) {
+            printf("libfabric          no provider found\n");
+        } else {
+            printf("libfabric          %d provider endpoint(s); VCI cap from transmit contexts: ", n);
+            size_t cap = msh_fabric_tx_cap();
+            if (cap)
+                printf("%zu\n", cap);
+            else
+                printf("none (no hardware provider)\n");
+            for (int i = 0; i < n; i++)
+                printf("  %-10s fabric %-20s domain %-16s max_ep_tx_ctx %zu tx_ctx_cnt %zu\n", prov[i].prov_name,
+                       prov[i].fabric_name, prov[i].domain_name, prov[i].max_ep_tx_ctx, prov[i].tx_ctx_cnt);
+        }
+        printf("configuration (MPISHIM_* environment):\n");
+        mpishim_print_config(stdout);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""Generate mpishim's pass-through wrappers from the host's own mpi.h.
+
+The repetitive part of a PMPI shim is hundreds of functions of the form
+    int MPI_X(args) { return PMPI_X(args); }
+Instead of writing them by hand (and missing some), this script reads the
+host's preprocessed mpi.h, keeps every MPI_X whose PMPI_X is both declared
+and exported by the host library, drops the ones mpishim implements by hand
+(found with nm in the hand-written objects), and writes one C file.
+Every generated wrapper goes through MSH_PASS_ENTER/EXIT (src/intercept/
+passthru.h), the single place where pass-through calls get serialized when
+the host runs below MPI_THREAD_MULTIPLE.
+
+Usage: wrapgen.py --decls mpi.i --host-syms syms.txt --hand hand.txt
+                  --out wrappers.c [--list wrapped.txt]
+"""
+import argparse
+import re
+import sys
+
+KEYWORDS = {"const", "volatile", "restrict", "unsigned", "signed", "int", "char", "long",
+            "short", "double", "float", "void", "struct", "enum", "union", "_Bool"}
+QUALIFIERS = {"const", "volatile", "restrict"}
+
+# Calls that must stay cheap and lock-free even when pass-through calls are
+# serialized: they touch no shared host state (MPI-4.0 sec. 11.6 lists the
+# functions callable before init/after finalize; these are among them).
+UNSERIALIZED = {"Wtime", "Wtick", "Initialized", "Finalized", "Query_thread", "Is_thread_main",
+                "Get_version", "Get_library_version", "Aint_add", "Aint_diff", "Pcontrol"}
+
+
+def strip_attributes(text):
+    """Remove __attribute__((...)) with balanced parentheses."""
+    out = []
+    i = 0
+    while True:
+        j = text.find("__attribute__", i)
+        if j < 0:
+            out.append(text[i:])
+            return "".join(out)
+        out.append(text[i:j])
+        k = text.find("(", j)
+        depth = 0
+        while k < len(text):
+            if text[k] == "(":
+                depth += 1
+            elif text[k] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            k += 1
+        i = k + 1
+
+
+def statements(text):
+    """Split preprocessed C into top-level statements (';' at depth 0)."""
+    text = "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("#"))
+    depth = 0
+    start = 0
+    for i, c in enumerate(text):
+        if c in "({[":
+            depth += 1
+        elif c in ")}]":
+            depth -= 1
+        elif c == ";" and depth == 0:
+            yield text[start:i]
+            start = i + 1
+
+
+def split_params(params):
+    out, depth, cur = [], 0, []
+    for c in params:
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        if c == "," and depth == 0:
+            out.append("".join(cur).strip())
+            cur = []
+        else:
+            cur.append(c)
+    if "".join(cur).strip():
+        out.append("".join(cur).strip())
+    return out
+
+
+def param_name(p, index):
+    """Return (declaration with a name, name). Synthesizes a name if absent."""
+    if "(" in p:
+        raise ValueError("function-pointer parameter not supported: " + p)
+    base = re.sub(r"(\[[^\]]*\])+\s*$", "", p).strip()
+    suffix = p[len(base):].strip() if p.startswith(base) else ""
+    ids = re.findall(r"[A-Za-z_]\w*", base)
+    typeish = [x for x in ids if x not in QUALIFIERS]
+    if ids and ids[-1] not in KEYWORDS and len(typeish) >= 2 and re.search(r"[A-Za-z_]\w*\s*$", base):
+        return p, ids[-1]
+    name = "a%d" % index
+    return "%s %s%s" % (base, name, suffix), name
+
+
+DECL = re.compile(r"^(?P<ret>[\w\s\*]+?)\s*\b(?P<name>P?MPI_\w+)\s*\((?P<params>.*)\)\s*$", re.S)
+
+
+def parse(text):
+    """Map 'MPI_X'/'PMPI_X' -> (ret, [params], raw) for plain function declarations."""
+    decls = {}
+    for st in statements(text):
+        if "{" in st or "typedef" in st or "MPI_" not in st:
+            continue
+        raw = st
+        forbidden = "__error__" in st or "__unavailable__" in st
+        s = " ".join(strip_attributes(st).split())
+        s = re.sub(r"^(extern\s+)", "", s)
+        m = DECL.match(s)
+        if not m:
+            continue
+        ret = " ".join(m.group("ret").split())
+        if ret.startswith("typedef") or not ret:
+            continue
+        decls[m.group("name")] = (ret, split_params(m.group("params")), forbidden, raw)
+    return decls
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--decls", required=True)
+    ap.add_argument("--host-syms", required=True)
+    ap.add_argument("--hand", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--list")
+    a = ap.parse_args()
+
+    decls = parse(open(a.decls).read())
+    host = set(l.strip() for l in open(a.host_syms) if l.strip())
+    hand = set(l.strip() for l in open(a.hand) if l.strip())
+
+    names = sorted(n for n in decls if n.startswith("MPI_"))
+    wrapped, skipped = [], []
+    body = []
+    for n in names:
+        p = "P" + n
+        if n in hand:
+            continue
+        if p not in decls or p not in host:
+            skipped.append((n, "PMPI symbol not declared" if p not in decls else "PMPI symbol not exported"))
+            continue
+        ret, params, forbidden, _ = decls[n]
+        if forbidden or decls[p][2]:
+            skipped.append((n, "declared unusable by the host header"))
+            continue
+        if params in ([], ["void"]):
+            plist, args = "void", []
+        else:
+            plist_items, args = [], []
+            for i, prm in enumerate(params):
+                if prm == "...":
+                    plist_items.append("...")  # only MPI_Pcontrol: extra args are not forwardable
+                    continue
+                decl, name = param_name(prm, i)
+                plist_items.append(decl)
+                args.append(name)
+            plist = ", ".join(plist_items)
+        short = n[4:]
+        enter, leave = ("MSH_PASS_ENTER();", "MSH_PASS_EXIT();")
+        if short in UNSERIALIZED:
+            enter, leave = ("", "")
+        call = "%s(%s)" % (p, ", ".join(args))
+        body.append("MSH_EXPORT %s %s(%s)\n" % (ret, n, plist))
+        lines = [enter] if enter else []
+        if ret == "void":
+            lines += ["%s;" % call]
+        else:
+            lines += ["%s msh_rc_ = %s;" % (ret, call)]
+        lines += [leave] if leave else []
+        if ret != "void":
+            lines.append("return msh_rc_;")
+        body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in lines))
+        wrapped.append(n)
+
+    with open(a.out, "w") as f:
+        f.write("/* Generated by tools/wrapgen.py from the host's mpi.h: do not edit.\n")
+        f.write(" * %d pass-through wrappers; %d functions implemented by hand; %d skipped. */\n"
+                % (len(wrapped), len(hand), len(skipped)))
+        for n, why in skipped:
+            f.write("/* skipped %s: %s */\n" % (n, why))
+        f.write("#include <mpi.h>\n#include \"core/common.h\"\n#include \"intercept/passthru.h\"\n\n")
+        f.write("".join(body))
+        f.write("const char *const msh_passthru_names[] = {\n")
+        for n in wrapped:
+            f.write("    \"%s\",\n" % n)
+        f.write("};\nconst int msh_passthru_count = %d;\n" % len(wrapped))
+    if a.list:
+        with open(a.list, "w") as f:
+            f.write("\n".join(wrapped) + "\n")
+    print("wrapgen: %d pass-through wrappers, %d hand-written, %d skipped" % (len(wrapped), len(hand), len(skipped)),
+          file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
