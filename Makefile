@@ -30,7 +30,8 @@ $(BUILD)/%/config.status: configure
 	cd $(BUILD)/$* && ../../configure --with-mpi=$* $(CONFIGURE_FLAGS)
 
 $(HOSTS:%=host-%): host-%: $(BUILD)/%/config.status
-	$(MAKE) -C $(BUILD)/$*
+	@echo "== $* =="
+	@$(MAKE) --no-print-directory -C $(BUILD)/$*
 
 # Launcher and info dispatcher: scripts that find build/<host>/ next to them.
 $(BUILD)/mpishim: tools/mpishim.in
