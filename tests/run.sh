@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# mpishim test runner: unit tests, then MPI integration tests under the shim,
+# for every host MPI given (default: every one built under build/).
+#
+#   tests/run.sh [openmpi] [mpich]
+#
+# Environment: TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
+# (only cases whose name matches this grep -E pattern), TEST_KEEP_LOGS=1.
+# Every case runs under a timeout, so a hang fails instead of stalling.
+# Ends with the line "N passed, N failed"; exits non-zero on any failure.
+set -u
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=$top/build
+timeout_s=${TEST_TIMEOUT:-120}
+filter=${TEST_FILTER:-}
+hosts=("$@")
+if [ ${#hosts[@]} -eq 0 ]; then
+    for h in openmpi mpich; do [ -f "$build/$h/libmpishim.so" ] && hosts+=("$h"); done
+fi
+[ ${#hosts[@]} -gt 0 ] || { echo "run.sh: nothing built under $build (run make)"; echo "0 passed, 1 failed"; exit 1; }
+
+logdir=$(mktemp -d "${TMPDIR:-/tmp}/mpishim-tests.XXXXXX")
+passed=0
+failed=0
+failed_names=()
+
+# Open MPI refuses root without these; harmless elsewhere.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Keep the caller's MPISHIM_* settings out of the tests: each case sets its own.
+for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+unset TEST_EXPECT_SHIM
+
+# run_case NAME CHECK CMD... : run CMD under the timeout, output to a log;
+# CHECK is a shell function called with the exit code and the log path
+# (use 'expect_ok' for "exit 0").
+run_case() {
+    local name=$1 check=$2
+    shift 2
+    if [ -n "$filter" ] && ! grep -qE -- "$filter" <<< "$name"; then return; fi
+    local log="$logdir/$(tr ' /' '__' <<< "$name").log"
+    local t0=$SECONDS rc
+    timeout -k 10 "$timeout_s" "$@" > "$log" 2>&1
+    rc=$?
+    local why
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        why="timed out after ${timeout_s}s"
+    else
+        why=$("$check" "$rc" "$log")
+    fi
+    if [ -z "$why" ]; then
+        passed=$((passed + 1))
+        printf 'PASS %-58s %3ds\n' "$name" $((SECONDS - t0))
+    else
+        failed=$((failed + 1))
+        failed_names+=("$name")
+        printf 'FAIL %-58s %3ds  %s\n' "$name" $((SECONDS - t0)) "$why"
+        echo "---- last lines of $log"
+        tail -n 25 "$log" | sed 's/^/    /'
+        echo "----"
+    fi
+}
+
+expect_ok() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    # A test program prints "OK <name>" on rank 0 when it passes (or SKIP).
+    grep -qE '^(OK|SKIP|ok) ' "$2" || echo "no OK line in output"
+}
+
+# A malformed MPISHIM_NUM_VCIS must stop init with exactly one line naming it.
+expect_config_error() {
+    [ "$1" -ne 0 ] || { echo "exit code 0, expected a failure"; return; }
+    local n
+    n=$(grep -c "^mpishim: MPISHIM_NUM_VCIS='banana' is invalid; accepted values: auto or an integer 1..64$" "$2")
+    [ "$n" -eq 1 ] || echo "expected exactly one error line naming MPISHIM_NUM_VCIS, found $n"
+    if grep -q '^OK ' "$2"; then echo "the program ran despite the bad value"; fi
+}
+
+expect_typo_warning() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -c '^mpishim: unknown variable MPISHIM_NUM_VCI ignored; did you mean MPISHIM_NUM_VCIS?$' "$2")
+    [ "$n" -eq 1 ] || echo "expected one typo warning line, found $n"
+}
+
+expect_verbose() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -c '^mpishim [0-9.]* active: host ' "$2")
+    [ "$n" -eq 1 ] || { echo "expected the configuration once (rank 0), found $n headers"; return; }
+    grep -qE '^  MPISHIM_MAP +tag +\(environment\)$' "$2" || echo "MPISHIM_MAP=tag not shown as set"
+}
+
+expect_info() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    local k
+    for k in '^mpishim [0-9.]+ \(' '^host MPI library +[A-Za-z]' '^MPI standard +[0-9]\.[0-9]' \
+             '^thread support ' '^cores \(hwloc\) +[0-9]+ cores' '^libfabric ' '^  MPISHIM_NUM_VCIS +auto'; do
+        grep -qE "$k" "$2" || { echo "missing line matching: $k"; return; }
+    done
+}
+
+# MPI_Send called by a binary that was not linked with the shim must bind
+# to libmpishim.so when preloaded (ld.so's own account: LD_DEBUG=bindings).
+bindings_dir=""
+expect_bound_to_shim() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(cat "$bindings_dir"/bind.* 2>/dev/null | grep -c "/p2p_order .* to .*/libmpishim\.so \[0\]: normal symbol \`MPI_Send'")
+    [ "$n" -ge 2 ] || echo "MPI_Send bound to libmpishim.so in $n processes, expected 2"
+}
+
+mpirun_flags() { # host-specific flags to run as root, oversubscribed
+    if [ "$HOST_FLAVOR" = openmpi ]; then echo "$MPIRUN_FLAGS"; else echo ""; fi
+}
+
+# ---------------------------------------------------------------- unit tests
+for u in "$build/${hosts[0]}"/tests/unit/test_*; do
+    [ -x "$u" ] || continue
+    run_case "unit $(basename "$u")" expect_ok "$u"
+done
+
+# ---------------------------------------------------------------- per host
+for host in "${hosts[@]}"; do
+    hb=$build/$host
+    if [ ! -f "$hb/host.env" ]; then
+        run_case "$host build" expect_ok false
+        continue
+    fi
+    # shellcheck disable=SC1091
+    . "$hb/host.env"
+    lib=$hb/libmpishim.so
+    launch=("$build/mpishim" --host "$host" "$MPIRUN" $(mpirun_flags))
+
+    for t in "$hb"/tests/mpi/*; do
+        [ -f "$t" ] && [ -x "$t" ] || continue
+        name=$(basename "$t")
+        for np in 2 4; do
+            run_case "$host $name np$np shim" expect_ok \
+                env TEST_EXPECT_SHIM=active "${launch[@]}" -np $np "$t"
+        done
+        run_case "$host $name np2 MPISHIM_DISABLE=1" expect_ok \
+            env TEST_EXPECT_SHIM=disabled MPISHIM_DISABLE=1 "${launch[@]}" -np 2 "$t"
+    done
+
+    order=$hb/tests/mpi/p2p_order
+    # The other two ways in: plain LD_PRELOAD on mpirun, and relinking.
+    run_case "$host p2p_order np2 LD_PRELOAD" expect_ok \
+        env TEST_EXPECT_SHIM=active LD_PRELOAD="$lib" "$MPIRUN" $(mpirun_flags) -np 2 "$order"
+    run_case "$host p2p_order np2 relinked -lmpishim" expect_ok \
+        env TEST_EXPECT_SHIM=active "$MPIRUN" $(mpirun_flags) -np 2 "$hb/tests/mpi/relinked/p2p_order"
+    # Without the shim the same test must see no shim (checks the check).
+    run_case "$host p2p_order np2 raw host" expect_ok \
+        env TEST_EXPECT_SHIM=absent "$MPIRUN" $(mpirun_flags) -np 2 "$order"
+    # The launcher finds the host from the binary when --host is not given.
+    run_case "$host p2p_order np2 launcher autodetect" expect_ok \
+        env TEST_EXPECT_SHIM=active "$build/mpishim" "$MPIRUN" $(mpirun_flags) -np 2 "$order"
+
+    bindings_dir=$logdir/bindings-$host
+    mkdir -p "$bindings_dir"
+    run_case "$host MPI_Send binds to libmpishim.so" expect_bound_to_shim \
+        env LD_DEBUG=bindings LD_DEBUG_OUTPUT="$bindings_dir/bind" LD_PRELOAD="$lib" \
+        "$MPIRUN" $(mpirun_flags) -np 2 "$order"
+
+    run_case "$host MPISHIM_NUM_VCIS=banana stops init" expect_config_error \
+        env MPISHIM_NUM_VCIS=banana "${launch[@]}" -np 2 "$order"
+    run_case "$host MPISHIM_NUM_VCI typo warns once" expect_typo_warning \
+        env MPISHIM_NUM_VCI=2 "${launch[@]}" -np 2 "$order"
+    run_case "$host MPISHIM_VERBOSE=1 prints config once" expect_verbose \
+        env MPISHIM_VERBOSE=1 MPISHIM_MAP=tag "${launch[@]}" -np 2 "$order"
+    run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
+done
+
+echo
+if [ $failed -gt 0 ]; then
+    echo "failed cases:"
+    printf '  %s\n' "${failed_names[@]}"
+    echo "logs kept in $logdir"
+elif [ "${TEST_KEEP_LOGS:-0}" = 1 ]; then
+    echo "logs kept in $logdir"
+else
+    rm -rf "$logdir"
+fi
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,174 @@
+/* Unit tests of the MPISHIM_* parser (src/core/config.c): no MPI needed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+
+static int failures;
+
+#define EXPECT(cond)                                                         \
+    do {                                                                     \
+        if (!(cond)) {                                                       \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                      \
+        }                                                                    \
+    } while (0)
+
+static char warned[1024];
+static int nwarn;
+
+static void on_warn(const char *line, void *arg)
+{
+    (void)arg;
+    nwarn++;
+    snprintf(warned, sizeof warned, "%s", line);
+}
+
+/* Parse one NAME=VALUE (plus an unrelated variable to show it is ignored). */
+static int parse1(msh_config *c, const char *kv, char *err, size_t errlen)
+{
+    char *env[] = { (char *)"PATH=/usr/bin", (char *)kv, NULL };
+    nwarn = 0;
+    warned[0] = '\0';
+    err[0] = '\0';
+    return msh_cfg_parse(c, env, err, errlen, on_warn, NULL);
+}
+
+static void test_defaults(void)
+{
+    msh_config c;
+    char err[256];
+    char *env[] = { NULL };
+    EXPECT(msh_cfg_parse(&c, env, err, sizeof err, on_warn, NULL) == 0);
+    EXPECT(c.disable == 0 && c.verbose == 0 && c.stats == 0);
+    EXPECT(c.num_vcis == 0); /* auto */
+    EXPECT(c.map == MSH_MAP_COMM);
+    EXPECT(c.asserts == 0);
+    EXPECT(c.progress == MSH_PROGRESS_GLOBAL);
+    EXPECT(c.wait == MSH_WAIT_ADAPTIVE);
+    EXPECT(c.host_thread == MSH_HOST_THREAD_MULTIPLE);
+    EXPECT(c.part == MSH_PART_SHIM);
+    EXPECT(c.from_env == 0);
+}
+
+static void test_valid(void)
+{
+    msh_config c;
+    char err[256];
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCIS=8", err, sizeof err) == 0 && c.num_vcis == 8);
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCIS=auto", err, sizeof err) == 0 && c.num_vcis == 0);
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCIS=AUTO", err, sizeof err) == 0 && c.num_vcis == 0);
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCIS=64", err, sizeof err) == 0 && c.num_vcis == 64);
+    EXPECT(parse1(&c, "MPISHIM_DISABLE=1", err, sizeof err) == 0 && c.disable == 1);
+    EXPECT(parse1(&c, "MPISHIM_DISABLE=yes", err, sizeof err) == 0 && c.disable == 1);
+    EXPECT(parse1(&c, "MPISHIM_DISABLE=off", err, sizeof err) == 0 && c.disable == 0);
+    EXPECT(parse1(&c, "MPISHIM_MAP=hash", err, sizeof err) == 0 && c.map == MSH_MAP_HASH);
+    EXPECT(parse1(&c, "MPISHIM_MAP=Thread", err, sizeof err) == 0 && c.map == MSH_MAP_THREAD);
+    EXPECT(parse1(&c, "MPISHIM_PROGRESS=vci", err, sizeof err) == 0 && c.progress == MSH_PROGRESS_VCI);
+    EXPECT(parse1(&c, "MPISHIM_WAIT=block", err, sizeof err) == 0 && c.wait == MSH_WAIT_BLOCK);
+    EXPECT(parse1(&c, "MPISHIM_HOST_THREAD=serialized", err, sizeof err) == 0 &&
+           c.host_thread == MSH_HOST_THREAD_SERIALIZED);
+    EXPECT(parse1(&c, "MPISHIM_PART=native", err, sizeof err) == 0 && c.part == MSH_PART_NATIVE);
+    EXPECT(parse1(&c, "MPISHIM_ASSERT=no_any_tag,allow_overtaking", err, sizeof err) == 0 &&
+           c.asserts == (MSH_ASSERT_NO_ANY_TAG | MSH_ASSERT_ALLOW_OVERTAKING));
+    EXPECT(parse1(&c, "MPISHIM_ASSERT= no_any_source , no_any_tag ", err, sizeof err) == 0 &&
+           c.asserts == (MSH_ASSERT_NO_ANY_SOURCE | MSH_ASSERT_NO_ANY_TAG));
+    EXPECT(parse1(&c, "MPISHIM_ASSERT=", err, sizeof err) == 0 && c.asserts == 0);
+    EXPECT(parse1(&c, "MPISHIM_PART_MIN_BYTES=4096", err, sizeof err) == 0 && c.part_min_bytes == 4096);
+    EXPECT(parse1(&c, "MPISHIM_PART_MIN_BYTES=64K", err, sizeof err) == 0 && c.part_min_bytes == 65536);
+    EXPECT(parse1(&c, "MPISHIM_PART_MIN_BYTES=2MiB", err, sizeof err) == 0 && c.part_min_bytes == 2u << 20);
+    EXPECT(parse1(&c, "MPISHIM_SPIN_US=0", err, sizeof err) == 0 && c.spin_us == 0);
+    EXPECT(parse1(&c, "MPISHIM_MAP=tag", err, sizeof err) == 0 && c.from_env != 0);
+    EXPECT(nwarn == 0);
+}
+
+/* Every malformed value fails, with one line that names the variable and
+ * the accepted values. */
+static void test_malformed(void)
+{
+    static const char *const bad[] = {
+        "MPISHIM_NUM_VCIS=banana", "MPISHIM_NUM_VCIS=0", "MPISHIM_NUM_VCIS=-2", "MPISHIM_NUM_VCIS=65",
+        "MPISHIM_NUM_VCIS=4x", "MPISHIM_NUM_VCIS=", "MPISHIM_NUM_VCIS=99999999999999999999",
+        "MPISHIM_DISABLE=maybe", "MPISHIM_DISABLE=2", "MPISHIM_MAP=random", "MPISHIM_MAP=",
+        "MPISHIM_ASSERT=no_any_tag,bogus", "MPISHIM_PROGRESS=fast", "MPISHIM_WAIT=sleep",
+        "MPISHIM_HOST_THREAD=single", "MPISHIM_PART=mpipcl", "MPISHIM_PART_MIN_BYTES=1T",
+        "MPISHIM_PART_MIN_BYTES=-1", "MPISHIM_SWEEP_POLLS=0", "MPISHIM_SPIN_US=1.5",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        msh_config c;
+        char err[512];
+        int rc = parse1(&c, bad[i], err, sizeof err);
+        size_t nlen = strcspn(bad[i], "=");
+        if (rc != -1 || strncmp(err, bad[i], nlen) != 0 || strchr(err, '\n') || !strstr(err, "accepted values")) {
+            fprintf(stderr, "FAIL malformed %s: rc=%d err='%s'\n", bad[i], rc, err);
+            failures++;
+        }
+    }
+    msh_config c;
+    char err[512];
+    parse1(&c, "MPISHIM_MAP=random", err, sizeof err);
+    EXPECT(strstr(err, "comm|tag|peer|hash|thread") != NULL);
+    parse1(&c, "MPISHIM_NUM_VCIS=banana", err, sizeof err);
+    EXPECT(strstr(err, "'banana'") != NULL && strstr(err, "1..64") != NULL);
+}
+
+static void test_unknown(void)
+{
+    msh_config c;
+    char err[256];
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCI=4", err, sizeof err) == 0);
+    EXPECT(nwarn == 1);
+    EXPECT(strstr(warned, "MPISHIM_NUM_VCI ") != NULL);
+    EXPECT(strstr(warned, "did you mean MPISHIM_NUM_VCIS?") != NULL);
+    EXPECT(c.num_vcis == 0); /* the typo changed nothing */
+    EXPECT(parse1(&c, "MPISHIM_PROGRES=vci", err, sizeof err) == 0 && nwarn == 1);
+    EXPECT(strstr(warned, "did you mean MPISHIM_PROGRESS?") != NULL);
+    EXPECT(parse1(&c, "MPISHIM_STAT=1", err, sizeof err) == 0 && nwarn == 1);
+    EXPECT(strstr(warned, "did you mean MPISHIM_STATS?") != NULL);
+    /* Not ours: no warning. */
+    EXPECT(parse1(&c, "MPISHIMX=1", err, sizeof err) == 0 && nwarn == 0);
+}
+
+static void test_edit_distance(void)
+{
+    EXPECT(msh_edit_distance("", "") == 0);
+    EXPECT(msh_edit_distance("abc", "abc") == 0);
+    EXPECT(msh_edit_distance("abc", "ABC") == 0);
+    EXPECT(msh_edit_distance("kitten", "sitting") == 3);
+    EXPECT(msh_edit_distance("", "abcd") == 4);
+    EXPECT(msh_edit_distance("MPISHIM_MAP", "MPISHIM_WAIT") == 3);
+}
+
+static void test_print(void)
+{
+    msh_config c;
+    char err[256];
+    EXPECT(parse1(&c, "MPISHIM_ASSERT=no_any_source,allow_overtaking", err, sizeof err) == 0);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    msh_cfg_print(f, &c);
+    fclose(f);
+    EXPECT(strstr(buf, "MPISHIM_ASSERT") != NULL);
+    EXPECT(strstr(buf, "no_any_source,allow_overtaking") != NULL);
+    EXPECT(strstr(buf, "(environment)") != NULL);
+    EXPECT(strstr(buf, "MPISHIM_NUM_VCIS         auto") != NULL);
+    free(buf);
+}
+
+int main(void)
+{
+    test_defaults();
+    test_valid();
+    test_malformed();
+    test_unknown();
+    test_edit_distance();
+    test_print();
+    if (failures) {
+        fprintf(stderr, "test_config: %d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok test_config\n");
+    return 0;
+}
