@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Install what mpishim needs to build and test on Debian (both host MPIs).
+# Runs apt-get update once, then apt-get install -y; uses sudo when not root.
+set -euo pipefail
+PKGS=(
+    gcc make autoconf python3 binutils coreutils
+    libopenmpi-dev openmpi-bin
+    libmpich-dev mpich
+    libhwloc-dev hwloc
+    libfabric-dev
+)
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null || { echo "install-deps: run as root (or install sudo)" >&2; exit 1; }
+    SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q "${PKGS[@]}"
