@@ -47,9 +47,6 @@ check: all
 demo: all
 	examples/demo.sh $(HOSTS)
 
-bench: all
-	$(MAKE) -C bench HOSTS="$(HOSTS)"
-
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/mpishim.h $(DESTDIR)$(PREFIX)/include/
@@ -72,4 +69,4 @@ clean:
 distclean: clean
 	rm -rf configure autom4te.cache
 
-.PHONY: all check demo bench install clean distclean $(HOSTS:%=host-%)
+.PHONY: all check demo install clean distclean $(HOSTS:%=host-%)

@@ -171,6 +171,20 @@ for host in "${hosts[@]}"; do
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
 done
 
+# A build for one host preloaded into a program of the other must stop with
+# one clear line, not crash on misread handles.
+expect_host_mismatch() {
+    [ "$1" -ne 0 ] || { echo "exit code 0, expected a failure"; return; }
+    local n
+    n=$(grep -c '^mpishim: this libmpishim.so was built for mpich, but the process loaded two MPI libraries' "$2")
+    [ "$n" -eq 1 ] || echo "expected one line explaining the mismatch, found $n"
+}
+if [ -f "$build/mpich/libmpishim.so" ] && [ -f "$build/openmpi/host.env" ]; then
+    . "$build/openmpi/host.env"
+    run_case "mpich build preloaded into an Open MPI program" expect_host_mismatch \
+        env LD_PRELOAD="$build/mpich/libmpishim.so" "$MPIRUN" $MPIRUN_FLAGS -np 2 "$build/openmpi/tests/mpi/p2p_order"
+fi
+
 echo
 if [ $failed -gt 0 ]; then
     echo "failed cases:"

@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/topo.h"
 #include "mpishim.h"
 
-#ifndef MSH_HOST
-#define MSH_HOST "unknown"
+#ifndef MSH_HOST_FLAVOR
+#define MSH_HOST_FLAVOR "unknown"
 #endif
 
 static const char *level_name(int l)
@@ -47,7 +48,7 @@ int main(int argc, char **argv)
     if (rank == 0) {
         char topo[256];
         msh_topo_describe(topo, sizeof topo);
-        printf("mpishim %s (%s build), %s\n", mpishim_version(), MSH_HOST,
+        printf("mpishim %s (%s build), %s\n", mpishim_version(), MSH_HOST_FLAVOR,
                mpishim_active() ? "active" : "disabled by MPISHIM_DISABLE (pass-through)");
         printf("host MPI library   %s\n", lib);
         printf("MPI standard       %d.%d\n", v, sv);
@@ -55,23 +56,36 @@ int main(int argc, char **argv)
         printf("ranks              %d\n", size);
         printf("cores (hwloc)      %s\n", topo);
 
-        msh_fabric_prov prov[32];
-        int n = msh_fabric_query(prov, 32);
+        msh_fabric_prov prov[64];
+        int n = msh_fabric_query(prov, 64);
         if (n < 0) {
             printf("libfabric          not built in\n");
         } else if (n == 0) {
             printf("libfabric          no provider found\n");
         } else {
-            printf("libfabric          %d provider endpoint(s); VCI cap from transmit contexts: ", n);
             size_t cap = msh_fabric_tx_cap();
+            printf("libfabric          VCI cap from transmit contexts: ");
             if (cap)
                 printf("%zu\n", cap);
             else
                 printf("none (no hardware provider)\n");
-            for (int i = 0; i < n; i++)
-                printf("  %-10s fabric %-20s domain %-16s max_ep_tx_ctx %zu tx_ctx_cnt %zu\n", prov[i].prov_name,
-                       prov[i].fabric_name, prov[i].domain_name, prov[i].max_ep_tx_ctx, prov[i].tx_ctx_cnt);
+            /* One line per provider: the same provider shows up once per
+             * interface and address family. */
+            for (int i = 0; i < n; i++) {
+                int first = 1;
+                for (int j = 0; j < i; j++)
+                    first &= strcmp(prov[i].prov_name, prov[j].prov_name) != 0;
+                if (!first)
+                    continue;
+                int doms = 0;
+                for (int j = i; j < n; j++)
+                    doms += !strcmp(prov[i].prov_name, prov[j].prov_name);
+                printf("  %-14s %2d endpoint(s), e.g. domain %-8s max_ep_tx_ctx %zu tx_ctx_cnt %zu\n",
+                       prov[i].prov_name, doms, prov[i].domain_name, prov[i].max_ep_tx_ctx, prov[i].tx_ctx_cnt);
+            }
         }
+        printf("VCI pool if auto   %d (cores in this process's binding, capped by libfabric)\n",
+               msh_topo_default_vcis(MSH_MAX_VCIS));
         printf("configuration (MPISHIM_* environment):\n");
         mpishim_print_config(stdout);
         fflush(stdout);

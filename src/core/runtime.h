@@ -26,4 +26,8 @@ extern msh_runtime msh_rt;
  * with a one-line message on a malformed MPISHIM_* value. */
 void msh_runtime_configure(void);
 
+/* Stop with a clear message if the process holds two MPI libraries (a shim
+ * built for one host preloaded into a program of the other). */
+void msh_runtime_check_host(void);
+
 #endif

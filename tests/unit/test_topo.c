@@ -1,0 +1,136 @@
+/*
+ * test_topo.c - standalone checks of src/core/topo.c (no MPI).
+ *
+ *   gcc -std=c11 -Wall -Wextra -Werror -D_GNU_SOURCE -Isrc \
+ *       tests/unit/test_topo.c src/core/topo.c -lhwloc -pthread
+ * and the same with -DHAVE_LIBFABRIC ... -lfabric.
+ *
+ * Prints "ok test_topo" and exits 0; on failure prints what failed and
+ * exits 1.  Set MSH_TEST_VERBOSE=1 to see what was found.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "core/topo.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+
+/* Not assert(): the checks must also run when built with -DNDEBUG. */
+#define CHECK(cond)                                                       \
+    do {                                                                  \
+        if (!(cond)) {                                                    \
+            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                   \
+        }                                                                 \
+    } while (0)
+
+/* What nproc reports: CPUs in our affinity mask (0 if unreadable). */
+static int affinity_cpus(void)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return 0;
+    return CPU_COUNT(&set);
+}
+
+/* Several threads racing on the first call must all see one answer. */
+enum { NRACE = 4 };
+static int race_cores[NRACE];
+
+static void *race(void *arg)
+{
+    int *slot = arg;
+    *slot = msh_topo_cores();
+    return NULL;
+}
+
+int main(void)
+{
+    int verbose = getenv("MSH_TEST_VERBOSE") != NULL;
+
+    pthread_t th[NRACE];
+    for (int i = 0; i < NRACE; i++)
+        CHECK(pthread_create(&th[i], NULL, race, &race_cores[i]) == 0);
+    for (int i = 0; i < NRACE; i++)
+        pthread_join(th[i], NULL);
+
+    int cores = msh_topo_cores();
+    int pus = msh_topo_pus();
+    int aff = affinity_cpus();
+    for (int i = 0; i < NRACE; i++)
+        CHECK(race_cores[i] == cores);
+
+    CHECK(cores >= 1);
+    CHECK(cores <= pus);
+    if (aff > 0) {
+        /* Cores can only be fewer than the CPUs we may run on (SMT). */
+        CHECK(cores <= aff);
+        CHECK(pus <= aff);
+    }
+    CHECK(msh_topo_cores() == cores);   /* cached, stable */
+
+    char desc[256];
+    memset(desc, 'x', sizeof desc);
+    msh_topo_describe(desc, sizeof desc);
+    CHECK(memchr(desc, '\0', sizeof desc) != NULL);
+    CHECK(desc[0] != '\0');
+    CHECK(strstr(desc, "core") != NULL);
+
+    char small[8];
+    memset(small, 'x', sizeof small);
+    msh_topo_describe(small, sizeof small);        /* truncates, terminates */
+    CHECK(small[sizeof small - 1] == '\0');
+    msh_topo_describe(NULL, 0);                    /* must not crash */
+
+    msh_fabric_prov provs[64];
+    memset(provs, 0, sizeof provs);
+    int n = msh_fabric_query(provs, 64);
+    CHECK(n >= -1 && n <= 64);
+#ifdef HAVE_LIBFABRIC
+    CHECK(n >= 0);
+#else
+    CHECK(n == -1);
+    CHECK(msh_fabric_tx_cap() == 0);
+#endif
+    for (int i = 0; i < n; i++) {
+        CHECK(provs[i].prov_name[0] != '\0');
+        CHECK(provs[i].fabric_name[0] != '\0');
+        CHECK(provs[i].domain_name[0] != '\0');
+        for (int j = 0; j < i; j++)    /* deduplicated */
+            CHECK(!(strcmp(provs[i].prov_name, provs[j].prov_name) == 0 &&
+                    strcmp(provs[i].fabric_name, provs[j].fabric_name) == 0 &&
+                    strcmp(provs[i].domain_name, provs[j].domain_name) == 0 &&
+                    provs[i].tx_ctx_cnt == provs[j].tx_ctx_cnt &&
+                    provs[i].max_ep_tx_ctx == provs[j].max_ep_tx_ctx));
+    }
+    CHECK(msh_fabric_query(provs, 0) == (n == -1 ? -1 : 0));
+    size_t cap = msh_fabric_tx_cap();
+    CHECK(msh_fabric_tx_cap() == cap);
+
+    if (verbose) {
+        printf("topo: %s (affinity %d CPUs)\n", desc, aff);
+        printf("fabric: %d provider entr%s, tx cap %zu\n", n,
+               n == 1 ? "y" : "ies", cap);
+        for (int i = 0; i < n; i++)
+            printf("  %-16s fabric=%-20s domain=%-16s tx_ctx_cnt=%zu "
+                   "max_ep_tx_ctx=%zu\n", provs[i].prov_name,
+                   provs[i].fabric_name, provs[i].domain_name,
+                   provs[i].tx_ctx_cnt, provs[i].max_ep_tx_ctx);
+    }
+
+    if (failures) {
+        fprintf(stderr, "test_topo: %d check%s failed\n", failures,
+                failures == 1 ? "" : "s");
+        return 1;
+    }
+    printf("ok test_topo\n");
+    return 0;
+}
