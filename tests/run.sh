@@ -5,7 +5,8 @@
 #   tests/run.sh [openmpi] [mpich]
 #
 # Environment: TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
-# (only cases whose name matches this grep -E pattern), TEST_KEEP_LOGS=1.
+# (only cases whose name matches this grep -E pattern). Each case's output
+# is in build/test-logs/.
 # Every case runs under a timeout, so a hang fails instead of stalling.
 # Ends with the line "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -20,7 +21,9 @@ if [ ${#hosts[@]} -eq 0 ]; then
 fi
 [ ${#hosts[@]} -gt 0 ] || { echo "run.sh: nothing built under $build (run make)"; echo "0 passed, 1 failed"; exit 1; }
 
-logdir=$(mktemp -d "${TMPDIR:-/tmp}/mpishim-tests.XXXXXX")
+logdir=$build/test-logs
+rm -rf "$logdir"
+mkdir -p "$logdir"
 passed=0
 failed=0
 failed_names=()
@@ -187,13 +190,8 @@ fi
 
 echo
 if [ $failed -gt 0 ]; then
-    echo "failed cases:"
+    echo "failed cases (logs in $logdir):"
     printf '  %s\n' "${failed_names[@]}"
-    echo "logs kept in $logdir"
-elif [ "${TEST_KEEP_LOGS:-0}" = 1 ]; then
-    echo "logs kept in $logdir"
-else
-    rm -rf "$logdir"
 fi
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
