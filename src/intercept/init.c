@@ -48,6 +48,7 @@ static void after_host_init(int requested, int provided)
 MSH_EXPORT int MPI_Init(int *argc, char ***argv)
 {
     msh_runtime_configure();
+    msh_runtime_check_host();
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS) {
         int provided = MPI_THREAD_SINGLE;
@@ -60,6 +61,7 @@ MSH_EXPORT int MPI_Init(int *argc, char ***argv)
 MSH_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
     msh_runtime_configure();
+    msh_runtime_check_host();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS)
         after_host_init(required, *provided);
