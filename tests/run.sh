@@ -53,7 +53,11 @@ run_case() {
     fi
     if [ -z "$why" ]; then
         passed=$((passed + 1))
-        printf 'PASS %-58s %3ds\n' "$name" $((SECONDS - t0))
+        # Tests accept a few documented host bugs (testutil.h) and say so.
+        local dev
+        dev=$(grep -c 'KNOWN-DEVIATION' "$log")
+        printf 'PASS %-58s %3ds%s\n' "$name" $((SECONDS - t0)) \
+            "$([ "$dev" -gt 0 ] && echo "  (known host deviation x$dev, see log)")"
     else
         failed=$((failed + 1))
         failed_names+=("$name")

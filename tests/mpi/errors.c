@@ -1,0 +1,205 @@
+/* Error classes through the shim, with MPI_ERRORS_RETURN.  A shim must hand
+ * the MPI library's error code back unchanged (so MPI_Error_class still
+ * works), must not turn a returned error into an abort, and must invoke a
+ * user-defined error handler with the communicator the user passed.
+ * The classes asserted are the ones the MPI standard prescribes. */
+#include "testutil.h"
+
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+static int rank, size, left, right;
+
+/* An undetected bad argument in a blocking receive would hang: turn that
+ * into a clear failure instead of a timeout. */
+static const char *volatile step = "start";
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    const char *s = step;
+    static const char pre[] = "FAIL errors.c: watchdog: hung in step: ";
+    ssize_t w = write(2, pre, sizeof pre - 1);
+    w = write(2, s, strlen(s));
+    w = write(2, "\n", 1);
+    (void)w;
+    _exit(1);
+}
+
+static void expect_class(int rc, int want, const char *want_name, const char *what)
+{
+    int cls = -1, len = -1;
+    char str[MPI_MAX_ERROR_STRING];
+    CHECK(rc != MPI_SUCCESS, "%s: returned MPI_SUCCESS, expected class %s", what, want_name);
+    CHECK_MPI(MPI_Error_class(rc, &cls));
+    str[0] = '\0';
+    CHECK_MPI(MPI_Error_string(rc, str, &len));
+    CHECK(len > 0 && len < MPI_MAX_ERROR_STRING && (int)strlen(str) == len,
+          "%s: MPI_Error_string gave len %d for code %d", what, len, rc);
+    CHECK(cls == want, "%s: error class %d, expected %s (%d); code %d: %s", what, cls, want_name,
+          want, rc, str);
+}
+#define EXPECT(call, cls, what)                         \
+    do {                                                \
+        step = what;                                    \
+        expect_class((call), (cls), #cls, (what));      \
+    } while (0)
+
+/* user-defined handler: records what it was called with */
+static int handler_calls, handler_code;
+static MPI_Comm handler_comm = MPI_COMM_NULL;
+
+static void my_handler(MPI_Comm *comm, int *code, ...)
+{
+    handler_calls++;
+    handler_code = *code;
+    handler_comm = *comm;
+}
+
+static void classes(void)
+{
+    int buf[4] = {0}, ub = 0, flag = 0;
+    void *attr = NULL;
+    MPI_Status st;
+    MPI_Request rq = MPI_REQUEST_NULL;
+
+    EXPECT(MPI_Send(buf, 1, MPI_INT, size, 0, MPI_COMM_WORLD), MPI_ERR_RANK, "Send to rank=size");
+    EXPECT(MPI_Send(buf, 1, MPI_INT, -7, 0, MPI_COMM_WORLD), MPI_ERR_RANK, "Send to rank=-7");
+    EXPECT(MPI_Recv(buf, 1, MPI_INT, size, 0, MPI_COMM_WORLD, &st), MPI_ERR_RANK,
+           "Recv from rank=size");
+    EXPECT(MPI_Send(buf, 1, MPI_INT, right, -5, MPI_COMM_WORLD), MPI_ERR_TAG, "Send tag=-5");
+    EXPECT(MPI_Isend(buf, 1, MPI_INT, right, -5, MPI_COMM_WORLD, &rq), MPI_ERR_TAG,
+           "Isend tag=-5");
+
+    CHECK_MPI(MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag));
+    CHECK(flag && attr != NULL, "MPI_TAG_UB attribute missing");
+    ub = *(int *)attr;
+    CHECK(ub >= 32767, "MPI_TAG_UB is %d, the standard requires at least 32767", ub);
+    if (ub < INT_MAX) {
+        EXPECT(MPI_Recv(buf, 1, MPI_INT, left, ub + 1, MPI_COMM_WORLD, &st), MPI_ERR_TAG,
+               "Recv tag=MPI_TAG_UB+1");
+        EXPECT(MPI_Send(buf, 1, MPI_INT, right, ub + 1, MPI_COMM_WORLD), MPI_ERR_TAG,
+               "Send tag=MPI_TAG_UB+1");
+    } else if (rank == 0) {
+        printf("note: MPI_TAG_UB == INT_MAX, tag > MPI_TAG_UB case not applicable\n");
+    }
+
+    EXPECT(MPI_Send(buf, 1, MPI_INT, right, 0, MPI_COMM_NULL), MPI_ERR_COMM, "Send on MPI_COMM_NULL");
+    EXPECT(MPI_Send(buf, -1, MPI_INT, right, 0, MPI_COMM_WORLD), MPI_ERR_COUNT, "Send count=-1");
+    EXPECT(MPI_Recv(buf, -1, MPI_INT, left, 0, MPI_COMM_WORLD, &st), MPI_ERR_COUNT,
+           "Recv count=-1");
+    EXPECT(MPI_Send(buf, 1, MPI_DATATYPE_NULL, right, 0, MPI_COMM_WORLD), MPI_ERR_TYPE,
+           "Send MPI_DATATYPE_NULL");
+    EXPECT(MPI_Recv(buf, 1, MPI_DATATYPE_NULL, left, 0, MPI_COMM_WORLD, &st), MPI_ERR_TYPE,
+           "Recv MPI_DATATYPE_NULL");
+
+    /* MPI_COMM_SELF has its own handler: errors there must return too */
+    EXPECT(MPI_Send(buf, 1, MPI_INT, 1, 0, MPI_COMM_SELF), MPI_ERR_RANK,
+           "Send to rank 1 on MPI_COMM_SELF");
+    step = "classes done";
+}
+
+static void error_strings(void)
+{
+    static const int cls[] = {MPI_SUCCESS, MPI_ERR_RANK, MPI_ERR_TAG, MPI_ERR_COMM,
+                              MPI_ERR_COUNT, MPI_ERR_TYPE, MPI_ERR_OTHER};
+    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) {
+        char s[MPI_MAX_ERROR_STRING];
+        int len = -1, c = -1;
+        s[0] = '\0';
+        CHECK_MPI(MPI_Error_string(cls[i], s, &len));
+        CHECK(len > 0 && (int)strlen(s) == len, "Error_string(%d) empty or wrong length %d",
+              cls[i], len);
+        CHECK_MPI(MPI_Error_class(cls[i], &c));
+        CHECK(c == cls[i], "Error_class of class %d is %d", cls[i], c);
+    }
+}
+
+static void user_handler(void)
+{
+    MPI_Comm dup;
+    MPI_Errhandler eh, got;
+    int buf = 0, cls = -1, res = -1;
+
+    CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    CHECK_MPI(MPI_Comm_create_errhandler(my_handler, &eh));
+    CHECK_MPI(MPI_Comm_set_errhandler(dup, eh));
+
+    step = "Send to rank=size on dup with user handler";
+    int rc = MPI_Send(&buf, 1, MPI_INT, size, 0, dup);
+    CHECK(handler_calls == 1, "user error handler called %d times, expected 1", handler_calls);
+    CHECK_MPI(MPI_Error_class(handler_code, &cls));
+    CHECK(cls == MPI_ERR_RANK, "user handler got class %d, expected MPI_ERR_RANK", cls);
+    CHECK_MPI(MPI_Comm_compare(handler_comm, dup, &res));
+    CHECK(res == MPI_IDENT, "user handler got another communicator (compare %d)", res);
+    CHECK(rc != MPI_SUCCESS, "call returned MPI_SUCCESS after invoking the handler");
+    CHECK_MPI(MPI_Error_class(rc, &cls));
+    CHECK(cls == MPI_ERR_RANK, "call returned class %d after the handler", cls);
+
+    /* explicit invocation */
+    handler_calls = 0;
+    CHECK_MPI(MPI_Comm_call_errhandler(dup, MPI_ERR_OTHER));
+    CHECK(handler_calls == 1 && handler_code == MPI_ERR_OTHER,
+          "Comm_call_errhandler: %d calls, code %d", handler_calls, handler_code);
+
+    CHECK_MPI(MPI_Comm_get_errhandler(dup, &got));
+    CHECK(got == eh, "Comm_get_errhandler returned another handler");
+    CHECK_MPI(MPI_Errhandler_free(&got));
+    CHECK_MPI(MPI_Errhandler_free(&eh));
+    CHECK(eh == MPI_ERRHANDLER_NULL, "Errhandler_free did not null the handle");
+
+    /* the communicator keeps its (freed-by-user) handler and still works */
+    handler_calls = 0;
+    int v = 500 + rank, g = -1;
+    CHECK_MPI(MPI_Sendrecv(&v, 1, MPI_INT, right, 3, &g, 1, MPI_INT, left, 3, dup,
+                           MPI_STATUS_IGNORE));
+    CHECK(g == 500 + left && handler_calls == 0, "traffic on dup: got %d, %d handler calls", g,
+          handler_calls);
+    CHECK_MPI(MPI_Comm_free(&dup));
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Errhandler eh;
+
+    test_init(&argc, &argv, MPI_THREAD_SINGLE);
+    test_rank_size(MPI_COMM_WORLD, &rank, &size);
+    CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
+    right = (rank + 1) % size;
+    left = (rank - 1 + size) % size;
+
+    signal(SIGALRM, on_alarm);
+    alarm(20);
+
+    CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_Comm_get_errhandler(MPI_COMM_WORLD, &eh));
+    CHECK(eh == MPI_ERRORS_RETURN, "MPI_COMM_WORLD handler is not MPI_ERRORS_RETURN");
+    CHECK_MPI(MPI_Errhandler_free(&eh));
+
+    classes();
+    error_strings();
+    user_handler();
+
+    /* after all those errors ordinary traffic still works and nothing stray
+     * (e.g. a half-posted erroneous request) is left to match */
+    {
+        int v[2] = {rank, 4242}, g[2] = {-1, -1}, flag = 1;
+        MPI_Status st;
+        step = "final exchange";
+        CHECK_MPI(MPI_Sendrecv(v, 2, MPI_INT, right, 0, g, 2, MPI_INT, left, 0, MPI_COMM_WORLD,
+                               &st));
+        CHECK(g[0] == left && g[1] == 4242 && st.MPI_SOURCE == left && st.MPI_TAG == 0,
+              "exchange after errors: got {%d,%d} from %d tag %d", g[0], g[1], st.MPI_SOURCE,
+              st.MPI_TAG);
+        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+        CHECK_MPI(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &st));
+        CHECK(!flag, "a message from an erroneous send was delivered (src %d tag %d)",
+              st.MPI_SOURCE, st.MPI_TAG);
+    }
+
+    alarm(0);
+    test_finish("errors");
+    return 0;
+}
