@@ -20,6 +20,11 @@ extern "C" {
  * but MPISHIM_DISABLE=1 made it a pure pass-through. Callable before MPI_Init. */
 int mpishim_active(void);
 
+/* 1 when the shim's runtime (VCIs, sync-object progress) handles this
+ * process's calls: the program asked for MPI_THREAD_MULTIPLE and the shim
+ * is not disabled. 0 before MPI_Init_thread and after MPI_Finalize. */
+int mpishim_runtime(void);
+
 /* The library's version string (MPISHIM_VERSION of the build). */
 const char *mpishim_version(void);
 

@@ -142,12 +142,29 @@ for host in "${hosts[@]}"; do
     for t in "$hb"/tests/mpi/*; do
         [ -f "$t" ] && [ -x "$t" ] || continue
         name=$(basename "$t")
+        # With MPI_THREAD_MULTIPLE the runtime handles every call; with a
+        # lower level the shim forwards; DISABLE makes it a pure pass-through.
         for np in 2 4; do
             run_case "$host $name np$np shim" expect_ok \
-                env TEST_EXPECT_SHIM=active "${launch[@]}" -np $np "$t"
+                env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 \
+                "${launch[@]}" -np $np "$t"
         done
+        if ! grep -q 'MPI_THREAD_MULTIPLE' "$top/tests/mpi/$name.c"; then
+            run_case "$host $name np2 shim, single-threaded program" expect_ok \
+                env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=single TEST_EXPECT_RUNTIME=0 \
+                "${launch[@]}" -np 2 "$t"
+        fi
         run_case "$host $name np2 MPISHIM_DISABLE=1" expect_ok \
-            env TEST_EXPECT_SHIM=disabled MPISHIM_DISABLE=1 "${launch[@]}" -np 2 "$t"
+            env TEST_EXPECT_SHIM=disabled TEST_EXPECT_RUNTIME=0 MPISHIM_DISABLE=1 "${launch[@]}" -np 2 "$t"
+        # Extra configurations a test asks for: /* mpishim-env: VAR=VAL ... */
+        while read -r cfg; do
+            [ -n "$cfg" ] || continue
+            for np in 2 4; do
+                run_case "$host $name np$np $cfg" expect_ok \
+                    env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 $cfg \
+                    "${launch[@]}" -np $np "$t"
+            done
+        done < <(sed -n 's|.*/\* mpishim-env: \(.*\) \*/.*|\1|p' "$top/tests/mpi/$name.c")
     done
 
     order=$hb/tests/mpi/p2p_order

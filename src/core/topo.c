@@ -328,7 +328,9 @@ size_t msh_fabric_tx_cap(void)
 int msh_topo_default_vcis(int max)
 {
     int n = msh_topo_cores();
-    size_t cap = msh_fabric_tx_cap();
+    /* Asking libfabric costs ~0.1 s at start-up; only a pool of more than
+     * one VCI can be capped. */
+    size_t cap = n > 1 ? msh_fabric_tx_cap() : 0;
     if (cap > 0 && (size_t)n > cap)
         n = (int)cap;
     if (n > max)

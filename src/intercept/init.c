@@ -1,12 +1,15 @@
-/* MPI_Init*, MPI_Finalize: where the shim's process state begins and ends. */
+/* MPI_Init*, MPI_Query_thread, MPI_Finalize: where the runtime starts and
+ * ends. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "core/common.h"
 #include "core/config.h"
 #include "core/log.h"
-#include "core/runtime.h"
+#include "core/topo.h"
+#include "intercept/shim.h"
 #include "mpishim.h"
 
 static const char *thread_level_name(int level)
@@ -20,13 +23,43 @@ static const char *thread_level_name(int level)
     }
 }
 
+/* Build the VCI pool, the progress domains and the entries of the
+ * predefined communicators. Collective over MPI_COMM_WORLD. */
+static int runtime_start(int serialized)
+{
+    if (msh_req_arena_init() != 0) {
+        msh_log("cannot reserve the request arena; running as pass-through");
+        return -1;
+    }
+    int n = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
+    /* Duplicates are chosen by hashing modulo the pool size, so every rank
+     * must use the same size. */
+    PMPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (msh_vci_pool_init(n, serialized) != 0 || msh_progress_init() != 0) {
+        msh_log("cannot create %d VCIs; running as pass-through", n);
+        return -1;
+    }
+    msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
+    msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
+    msh_on_flag = 1;
+    return 0;
+}
+
 /* What follows a successful host init, for both MPI_Init and MPI_Init_thread. */
-static void after_host_init(int requested, int provided)
+static void after_host_init(int requested, int host_provided, int *provided)
 {
     msh_rt.thread_requested = requested;
-    msh_rt.thread_provided = provided;
+    msh_rt.thread_provided = host_provided;
     PMPI_Comm_rank(MPI_COMM_WORLD, &msh_rt.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &msh_rt.world_size);
+
+    /* The runtime serves programs that asked for MULTIPLE; it gives them
+     * MULTIPLE even from a host that only serializes (rule 7). */
+    if (!msh_cfg.disable && requested == MPI_THREAD_MULTIPLE && host_provided >= MPI_THREAD_SERIALIZED) {
+        int serialized = host_provided < MPI_THREAD_MULTIPLE || msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED;
+        if (runtime_start(serialized) == 0 && provided)
+            *provided = MPI_THREAD_MULTIPLE;
+    }
     atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
                           memory_order_release);
 
@@ -39,7 +72,13 @@ static void after_host_init(int requested, int provided)
         fprintf(stderr,
                 "mpishim %s %s: host \"%s\", MPI %d.%d, %d ranks, thread level requested %s, host provided %s\n",
                 MPISHIM_VERSION, msh_cfg.disable ? "disabled (pass-through)" : "active", lib, v, sv,
-                msh_rt.world_size, thread_level_name(requested), thread_level_name(provided));
+                msh_rt.world_size, thread_level_name(requested), thread_level_name(host_provided));
+        if (msh_on_flag)
+            fprintf(stderr, "  runtime: %d VCIs, %s host access\n", msh_pool.n,
+                    msh_pool.serialized ? "serialized" : "concurrent");
+        else
+            fprintf(stderr, "  runtime: off (%s): calls are forwarded unchanged\n",
+                    msh_cfg.disable ? "MPISHIM_DISABLE" : "the program did not ask for MPI_THREAD_MULTIPLE");
         msh_cfg_print(stderr, &msh_cfg);
         fflush(stderr);
     }
@@ -53,7 +92,7 @@ MSH_EXPORT int MPI_Init(int *argc, char ***argv)
     if (rc == MPI_SUCCESS) {
         int provided = MPI_THREAD_SINGLE;
         PMPI_Query_thread(&provided);
-        after_host_init(MPI_THREAD_SINGLE, provided);
+        after_host_init(MPI_THREAD_SINGLE, provided, NULL);
     }
     return rc;
 }
@@ -62,14 +101,81 @@ MSH_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 {
     msh_runtime_configure();
     msh_runtime_check_host();
-    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    int ask = required;
+    if (!msh_cfg.disable && required == MPI_THREAD_MULTIPLE && msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED)
+        ask = MPI_THREAD_SERIALIZED;
+    int rc = PMPI_Init_thread(argc, argv, ask, provided);
     if (rc == MPI_SUCCESS)
-        after_host_init(required, *provided);
+        after_host_init(required, *provided, provided);
     return rc;
+}
+
+MSH_EXPORT int mpishim_runtime(void)
+{
+    return msh_on();
+}
+
+MSH_EXPORT int MPI_Query_thread(int *provided)
+{
+    if (msh_on())
+        return (*provided = MPI_THREAD_MULTIPLE), MPI_SUCCESS;
+    return PMPI_Query_thread(provided);
+}
+
+/* Per-VCI counters, one write per rank (MPISHIM_STATS=1). */
+static void print_stats(int leaked_reqs, int leaked_comms)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return;
+    fprintf(f, "mpishim stats, rank %d: %d VCIs, progress %s, wait %s, host access %s\n", msh_rt.world_rank,
+            msh_pool.n, msh_cfg.progress == MSH_PROGRESS_GLOBAL ? "global"
+                        : msh_cfg.progress == MSH_PROGRESS_VCI ? "vci" : "thread",
+            msh_cfg.wait == MSH_WAIT_SPIN ? "spin" : msh_cfg.wait == MSH_WAIT_BLOCK ? "block" : "adaptive",
+            msh_pool.serialized ? "serialized" : "concurrent");
+    fprintf(f, "  %4s %10s %10s %8s %12s %10s %10s %10s %10s %8s\n", "vci", "sends", "recvs", "colls", "bytes",
+            "polls", "empty", "completed", "cache_hit", "refills");
+    for (int i = 0; i < msh_pool.n; i++) {
+        const msh_vci_stats *s = &msh_pool.v[i].st;
+        fprintf(f, "  %4d %10llu %10llu %8llu %12llu %10llu %10llu %10llu %10llu %8llu\n", i,
+                (unsigned long long)s->sends, (unsigned long long)s->recvs, (unsigned long long)s->colls,
+                (unsigned long long)s->bytes, (unsigned long long)s->polls, (unsigned long long)s->empty_polls,
+                (unsigned long long)s->completions, (unsigned long long)s->cache_hits,
+                (unsigned long long)s->cache_refills);
+    }
+    fprintf(f, "  %6s %10s %10s %10s %10s\n", "domain", "ownership", "handoffs", "sleeps", "wakeups");
+    for (int i = 0; i < msh_progress_ndomains(); i++) {
+        const msh_domain_stats *s = &msh_progress_domain(i)->st;
+        fprintf(f, "  %6d %10llu %10llu %10llu %10llu\n", i, (unsigned long long)s->ownerships,
+                (unsigned long long)s->handoffs, (unsigned long long)s->sleeps, (unsigned long long)s->wakeups);
+    }
+    fprintf(f, "  at finalize: %d requests still pending, %d communicators not freed by the program\n",
+            leaked_reqs, leaked_comms);
+    fclose(f);
+    ssize_t w = write(STDERR_FILENO, buf, len);
+    (void)w;
+    free(buf);
 }
 
 MSH_EXPORT int MPI_Finalize(void)
 {
+    if (msh_on_flag) {
+        msh_progress_fini();
+        int pending = 0;
+        for (int i = 0; i < msh_pool.n; i++)
+            pending += msh_pool.v[i].npending;
+        msh_on_flag = 0; /* from here on, everything is forwarded */
+        int comms = msh_comm_fini();
+        if (msh_cfg.stats)
+            print_stats(pending, comms);
+        else if (pending)
+            msh_log("rank %d: %d requests were still pending at MPI_Finalize (MPISHIM_STATS=1 shows more)",
+                    msh_rt.world_rank, pending);
+        msh_vci_pool_fini();
+        msh_req_arena_fini();
+    }
     int rc = PMPI_Finalize();
     atomic_store_explicit(&msh_rt.state, MSH_STATE_FINALIZED, memory_order_release);
     return rc;

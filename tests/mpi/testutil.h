@@ -90,9 +90,29 @@ __attribute__((unused))
 static int test_init(int *argc, char ***argv, int required_thread_level)
 {
     int provided = MPI_THREAD_SINGLE;
+    /* The runner may raise (or lower) the level: the shim's runtime serves
+     * MPI_THREAD_MULTIPLE programs and forwards everything for the others,
+     * so every test runs both ways. */
+    const char *lvl = getenv("TEST_THREAD_LEVEL");
+    if (lvl && strcmp(lvl, "multiple") == 0)
+        required_thread_level = MPI_THREAD_MULTIPLE;
+    else if (lvl && strcmp(lvl, "single") == 0 && required_thread_level != MPI_THREAD_MULTIPLE)
+        required_thread_level = MPI_THREAD_SINGLE;
     int rc = MPI_Init_thread(argc, argv, required_thread_level, &provided);
     if (rc != MPI_SUCCESS)
         test_fail_(__FILE__, __LINE__, "MPI_Init_thread returned %d", rc);
+
+    /* TEST_EXPECT_RUNTIME=1|0: whether the shim's runtime (not just its
+     * pass-through wrappers) must be handling this run. */
+    const char *rt = getenv("TEST_EXPECT_RUNTIME");
+    if (rt && rt[0]) {
+        void *rsym = dlsym(RTLD_DEFAULT, "mpishim_runtime");
+        int (*rfn)(void) = NULL;
+        if (rsym != NULL)
+            memcpy(&rfn, &rsym, sizeof rfn);
+        int on = rfn ? rfn() : 0;
+        CHECK(on == atoi(rt), "TEST_EXPECT_RUNTIME=%s but the shim runtime is %s", rt, on ? "on" : "off");
+    }
 
     const char *expect = getenv("TEST_EXPECT_SHIM");
     if (expect == NULL || expect[0] == '\0')

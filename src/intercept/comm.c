@@ -1,0 +1,120 @@
+/* Communicator constructors and destructors: the side table (src/vci/comm.c)
+ * learns of a communicator inside the user's own collective call, and its
+ * duplicates are made and freed there too (design brief rule 4). */
+#include "intercept/shim.h"
+
+/* After a successful constructor: record the new communicator. */
+static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info)
+{
+    if (rc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
+        return rc;
+    int r = msh_comm_register(newcomm, parent, info);
+    return r == MPI_SUCCESS ? rc : msh_comm_error(parent != MPI_COMM_NULL ? parent : MPI_COMM_WORLD, r);
+}
+
+MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+    if (!msh_on())
+        return PMPI_Comm_dup(comm, newcomm);
+    int rc = PMPI_Comm_dup(comm, newcomm);
+    return registered(rc, *newcomm, comm, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+    if (!msh_on())
+        return PMPI_Comm_dup_with_info(comm, info, newcomm);
+    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+    /* dup_with_info replaces the parent's hints with info's. */
+    return registered(rc, *newcomm, MPI_COMM_NULL, info);
+}
+
+MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    if (!msh_on())
+        return PMPI_Comm_split(comm, color, key, newcomm);
+    int rc = PMPI_Comm_split(comm, color, key, newcomm);
+    return registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
+{
+    if (!msh_on())
+        return PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+    int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+    return registered(rc, *newcomm, MPI_COMM_NULL, info);
+}
+
+MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    if (!msh_on())
+        return PMPI_Comm_create(comm, group, newcomm);
+    int rc = PMPI_Comm_create(comm, group, newcomm);
+    return registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
+{
+    if (!msh_on())
+        return PMPI_Comm_create_group(comm, group, tag, newcomm);
+    int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
+    return registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
+                                   int tag, MPI_Comm *newintercomm)
+{
+    if (!msh_on())
+        return PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    return registered(rc, *newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
+{
+    if (!msh_on())
+        return PMPI_Intercomm_merge(intercomm, high, newintracomm);
+    int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
+    return registered(rc, *newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
+{
+    if (!msh_on())
+        return PMPI_Comm_free(comm);
+    /* The duplicates go first, inside this same collective call. Freeing
+     * MPI_COMM_WORLD/SELF is an error the host reports; keep their entries. */
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+        msh_comm_unregister(*comm);
+    return PMPI_Comm_free(comm);
+}
+
+MSH_EXPORT int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info)
+{
+    if (!msh_on())
+        return PMPI_Comm_set_info(comm, info);
+    int rc = PMPI_Comm_set_info(comm, info);
+    if (rc == MPI_SUCCESS)
+        msh_comm_set_info(comm, info);
+    return rc;
+}
+
+MSH_EXPORT int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used)
+{
+    if (!msh_on())
+        return PMPI_Comm_get_info(comm, info_used);
+    int rc = PMPI_Comm_get_info(comm, info_used);
+    if (rc == MPI_SUCCESS)
+        msh_comm_add_info(comm, *info_used); /* the host may drop keys it does not know */
+    return rc;
+}
+
+MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
+{
+    if (!msh_on())
+        return PMPI_Comm_set_errhandler(comm, errhandler);
+    int rc = PMPI_Comm_set_errhandler(comm, errhandler);
+    if (rc == MPI_SUCCESS)
+        msh_comm_set_errhandler(comm, errhandler);
+    return rc;
+}

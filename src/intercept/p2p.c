@@ -1,0 +1,311 @@
+/* Point-to-point entry points.
+ *
+ * Every operation is posted nonblocking on the route its communicator maps
+ * to (src/vci/comm.h) under that VCI's lock, and owned by a shim request.
+ * Blocking calls are the nonblocking call plus a sync-object wait, so no
+ * thread ever blocks inside the host, let alone while holding a shim lock
+ * (design brief rule 2; the cross Send/Recv case of file 002, Fig. 1). */
+#include <stdlib.h>
+
+#include "intercept/shim.h"
+
+typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
+
+static inline int my_rank(const msh_comm *mc) { return mc ? mc->rank : 0; }
+
+static int post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+                     MPI_Comm comm, MPI_Request *req)
+{
+    msh_comm *mc = msh_comm_lookup(comm);
+    msh_route rt;
+    msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
+    msh_request *r = msh_post_begin(rt.vci);
+    if (!r)
+        return msh_comm_error(comm, MPI_ERR_NO_MEM);
+    int rc;
+    if (!persistent) {
+        switch (op) {
+        case OP_SSEND: rc = PMPI_Issend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        case OP_BSEND: rc = PMPI_Ibsend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        case OP_RSEND: rc = PMPI_Irsend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        default:       rc = PMPI_Isend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        }
+    } else {
+        switch (op) {
+        case OP_SSEND: rc = PMPI_Ssend_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        case OP_BSEND: rc = PMPI_Bsend_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        case OP_RSEND: rc = PMPI_Rsend_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        default:       rc = PMPI_Send_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
+        }
+    }
+    if (msh_cfg.stats && rc == MPI_SUCCESS) {
+        int sz = 0;
+        if (PMPI_Type_size(dt, &sz) == MPI_SUCCESS)
+            rt.vci->st.bytes += (uint64_t)sz * (uint64_t)(count > 0 ? count : 0);
+    }
+    r->procnull = dest == MPI_PROC_NULL;
+    return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
+}
+
+static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                     MPI_Request *req)
+{
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_route rt;
+    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    msh_request *r = msh_post_begin(rt.vci);
+    if (!r)
+        return msh_comm_error(comm, MPI_ERR_NO_MEM);
+    if (!persistent && source == MPI_PROC_NULL) {
+        /* Completes at once. The host's blocking receive gives the status
+         * the standard asks for (MPICH 4.0's Irecv reports source 0, tag 0:
+         * pmodels/mpich#6805), and it cannot block. */
+        rc = PMPI_Recv(buf, count, dt, source, tag, rt.comm, &r->status);
+        if (rc == MPI_SUCCESS) {
+            r->status.MPI_ERROR = MPI_SUCCESS;
+            r->kind = MSH_KIND_RECV;
+            r->host = MPI_REQUEST_NULL;
+            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
+            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            msh_vci_unlock(rt.vci);
+            *req = msh_req_handle(r);
+            return MPI_SUCCESS;
+        }
+        msh_vci_req_put(rt.vci, r);
+        msh_vci_unlock(rt.vci);
+        return rc;
+    }
+    if (!persistent)
+        rc = PMPI_Irecv(buf, count, dt, source, tag, rt.comm, &r->host);
+    else
+        rc = PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, &r->host);
+    r->procnull = source == MPI_PROC_NULL;
+    return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
+}
+
+/* Blocking = nonblocking + shim wait. */
+static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
+{
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_request *r = msh_req_of(*req);
+    msh_req_wait_complete(r);
+    return msh_req_retire(r, req, status, 0);
+}
+
+/* ------------------------------------------------------------ sends */
+
+#define SEND_WRAPPERS(NAME, INAME, OP)                                                                             \
+    MSH_EXPORT int MPI_##NAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) \
+    {                                                                                                       \
+        if (!msh_on())                                                                                      \
+            return PMPI_##NAME(buf, count, dt, dest, tag, comm);                                            \
+        MPI_Request req;                                                                                    \
+        return wait_one(post_send(OP, 0, buf, count, dt, dest, tag, comm, &req), &req, MPI_STATUS_IGNORE);   \
+    }                                                                                                       \
+    MSH_EXPORT int MPI_##INAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
+                               MPI_Request *req)                                                            \
+    {                                                                                                       \
+        if (!msh_on())                                                                                      \
+            return PMPI_##INAME(buf, count, dt, dest, tag, comm, req);                                      \
+        return post_send(OP, 0, buf, count, dt, dest, tag, comm, req);                                      \
+    }                                                                                                       \
+    MSH_EXPORT int MPI_##NAME##_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag,          \
+                                     MPI_Comm comm, MPI_Request *req)                                       \
+    {                                                                                                       \
+        if (!msh_on())                                                                                      \
+            return PMPI_##NAME##_init(buf, count, dt, dest, tag, comm, req);                                \
+        return post_send(OP, 1, buf, count, dt, dest, tag, comm, req);                                      \
+    }
+
+SEND_WRAPPERS(Send, Isend, OP_SEND)
+SEND_WRAPPERS(Ssend, Issend, OP_SSEND)
+SEND_WRAPPERS(Bsend, Ibsend, OP_BSEND)
+SEND_WRAPPERS(Rsend, Irsend, OP_RSEND)
+
+/* ------------------------------------------------------------ receives */
+
+MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                        MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Recv(buf, count, dt, source, tag, comm, status);
+    MPI_Request req;
+    return wait_one(post_recv(0, buf, count, dt, source, tag, comm, &req), &req, status);
+}
+
+MSH_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                         MPI_Request *req)
+{
+    if (!msh_on())
+        return PMPI_Irecv(buf, count, dt, source, tag, comm, req);
+    return post_recv(0, buf, count, dt, source, tag, comm, req);
+}
+
+MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                             MPI_Request *req)
+{
+    if (!msh_on())
+        return PMPI_Recv_init(buf, count, dt, source, tag, comm, req);
+    return post_recv(1, buf, count, dt, source, tag, comm, req);
+}
+
+MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                            void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                            MPI_Comm comm, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                             recvtag, comm, status);
+    MPI_Request rr, sr;
+    int rc = post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = post_send(OP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr);
+    if (rc != MPI_SUCCESS) {
+        /* The receive was posted: it must not linger unmatched. */
+        MPI_Cancel(&rr);
+        MPI_Wait(&rr, MPI_STATUS_IGNORE);
+        return rc;
+    }
+    int rc_s = wait_one(MPI_SUCCESS, &sr, MPI_STATUS_IGNORE);
+    int rc_r = wait_one(MPI_SUCCESS, &rr, status);
+    return rc_s != MPI_SUCCESS ? rc_s : rc_r;
+}
+
+MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
+                                    int recvtag, MPI_Comm comm, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Sendrecv_replace(buf, count, dt, dest, sendtag, source, recvtag, comm, status);
+    /* Pack the outgoing data first, so the receive can land in buf. A
+     * packed message matches a receive of the same type signature. */
+    int size = 0, pos = 0, rc;
+    if ((rc = PMPI_Pack_size(count, dt, comm, &size)) != MPI_SUCCESS)
+        return rc;
+    void *tmp = malloc(size > 0 ? (size_t)size : 1);
+    if (!tmp)
+        return msh_comm_error(comm, MPI_ERR_NO_MEM);
+    if ((rc = PMPI_Pack(buf, count, dt, tmp, size, &pos, comm)) != MPI_SUCCESS) {
+        free(tmp);
+        return rc;
+    }
+    rc = MPI_Sendrecv(tmp, pos, MPI_PACKED, dest, sendtag, buf, count, dt, source, recvtag, comm, status);
+    free(tmp);
+    return rc;
+}
+
+/* ------------------------------------------------------------ probes */
+
+/* Give progress a chance while a blocking probe spins. */
+static void probe_backoff(msh_vci *v)
+{
+    if (msh_progress_try(v->idx) == 0)
+        sched_yield();
+}
+
+MSH_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Iprobe(source, tag, comm, flag, status);
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_route rt;
+    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    msh_vci_lock(rt.vci);
+    rc = PMPI_Iprobe(source, tag, rt.comm, flag, status);
+    msh_vci_unlock(rt.vci);
+    return rc;
+}
+
+MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Probe(source, tag, comm, status);
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_route rt;
+    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    for (;;) {
+        int flag = 0;
+        msh_vci_lock(rt.vci);
+        rc = PMPI_Iprobe(source, tag, rt.comm, &flag, status);
+        msh_vci_unlock(rt.vci);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        probe_backoff(rt.vci);
+    }
+}
+
+MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                           MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Improbe(source, tag, comm, flag, message, status);
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_route rt;
+    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    msh_vci_lock(rt.vci);
+    rc = PMPI_Improbe(source, tag, rt.comm, flag, message, status);
+    msh_vci_unlock(rt.vci);
+    return rc;
+}
+
+MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Mprobe(source, tag, comm, message, status);
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_route rt;
+    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    for (;;) {
+        int flag = 0;
+        msh_vci_lock(rt.vci);
+        rc = PMPI_Improbe(source, tag, rt.comm, &flag, message, status);
+        msh_vci_unlock(rt.vci);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        probe_backoff(rt.vci);
+    }
+}
+
+/* A matched message carries no communicator: its receive goes on the
+ * calling thread's VCI. */
+static msh_vci *message_vci(void)
+{
+    int t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
+    return msh_vci_get(t);
+}
+
+MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
+{
+    if (!msh_on())
+        return PMPI_Imrecv(buf, count, dt, message, req);
+    msh_vci *v = message_vci();
+    msh_request *r = msh_post_begin(v);
+    if (!r)
+        return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    int rc = PMPI_Imrecv(buf, count, dt, message, &r->host);
+    return msh_post_commit(v, r, MSH_KIND_RECV, rc, req);
+}
+
+MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Mrecv(buf, count, dt, message, status);
+    MPI_Request req;
+    return wait_one(MPI_Imrecv(buf, count, dt, message, &req), &req, status);
+}

@@ -1,0 +1,85 @@
+/* What every hand-written entry point needs: is the runtime on, how to post
+ * an operation on a route, and how to wait for shim requests. */
+#ifndef MSH_INTERCEPT_SHIM_H
+#define MSH_INTERCEPT_SHIM_H
+
+#include <mpi.h>
+
+#include "core/common.h"
+#include "core/runtime.h"
+#include "sync/request.h"
+#include "sync/sync.h"
+#include "vci/comm.h"
+#include "vci/vci.h"
+
+/* The runtime handles calls only in a program that asked for
+ * MPI_THREAD_MULTIPLE and did not disable the shim; otherwise every entry
+ * point forwards unchanged (a program below MULTIPLE gets no shim locking). */
+extern int msh_on_flag;
+static inline int msh_on(void) { return MSH_LIKELY(msh_on_flag); }
+
+/* Report err through c's error handler and return it (design brief rule 8). */
+static inline int msh_comm_error(MPI_Comm c, int err)
+{
+    PMPI_Comm_call_errhandler(c, err);
+    return err;
+}
+
+/* Reject a wildcard that c's assertions rule out. */
+static inline int msh_check_wildcards(MPI_Comm c, const msh_comm *mc, int source, int tag)
+{
+    unsigned a = mc ? mc->asserts : msh_cfg.asserts;
+    if (MSH_UNLIKELY(source == MPI_ANY_SOURCE && (a & MSH_ASSERT_NO_ANY_SOURCE)))
+        return msh_comm_error(c, MPI_ERR_RANK);
+    if (MSH_UNLIKELY(tag == MPI_ANY_TAG && (a & MSH_ASSERT_NO_ANY_TAG)))
+        return msh_comm_error(c, MPI_ERR_TAG);
+    return MPI_SUCCESS;
+}
+
+/* Copy a completion status to the user. Single-completion calls on MPICH
+ * leave the user's MPI_ERROR alone, as the host does. */
+static inline void msh_status_out(MPI_Status *dst, const MPI_Status *src, int multi)
+{
+    if (dst == MPI_STATUS_IGNORE)
+        return;
+#if defined(MPICH)
+    if (!multi) {
+        int e = dst->MPI_ERROR;
+        *dst = *src;
+        dst->MPI_ERROR = e;
+        return;
+    }
+#endif
+    (void)multi;
+    *dst = *src;
+}
+
+/* Hand a completed request's outcome to the user: copy the status, then
+ * recycle it (or make a persistent one inactive). *handle becomes
+ * MPI_REQUEST_NULL unless persistent. Returns the request's error code. */
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi);
+
+/* Wait for one shim request the sync-object way. */
+void msh_req_wait_complete(msh_request *r);
+
+/* Post helpers used by the point-to-point and collective wrappers: lock the
+ * VCI and get a request; then either commit (the host request was posted)
+ * or abort (the host call failed). */
+static inline msh_request *msh_post_begin(msh_vci *v)
+{
+    msh_vci_lock(v);
+    msh_request *r = msh_vci_req_get(v);
+    if (MSH_UNLIKELY(!r))
+        msh_vci_unlock(v);
+    return r;
+}
+
+int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle);
+
+/* Wait for a host request the shim just made (a collective or other
+ * nonblocking host call), sync-object style. Used by the generated
+ * blocking-collective wrappers: v is locked by msh_coll_begin. */
+msh_vci *msh_coll_begin(MPI_Comm comm);
+int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status);
+
+#endif

@@ -1,0 +1,334 @@
+/* The progress engine and sync-object waits (see sync.h). */
+#include "sync/sync.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/config.h"
+#include "core/log.h"
+
+static msh_domain *domains;
+static int ndomains;
+static pthread_t progress_thread;
+static _Atomic int progress_thread_stop;
+static int have_progress_thread;
+
+int msh_progress_ndomains(void) { return ndomains; }
+const msh_domain *msh_progress_domain(int i) { return &domains[i]; }
+
+int msh_progress_domain_of(int vci)
+{
+    return msh_cfg.progress == MSH_PROGRESS_VCI ? vci : 0;
+}
+
+/* ------------------------------------------------------------ completion */
+
+/* Completions counted per sync object during one poll, flushed together so
+ * that a Waitall of W requests costs the waiter's domain mutex once, not W
+ * times. */
+typedef struct notify_batch {
+    int n;
+    msh_sync *s[16];
+    int cnt[16];
+} notify_batch;
+
+static void notify_flush(notify_batch *b)
+{
+    for (int i = 0; i < b->n; i++) {
+        msh_sync *s = b->s[i];
+        msh_domain *d = &domains[s->dom];
+        /* Counted under the mutex: once the waiter has seen its count and
+         * taken the mutex, no poller touches s again (msh_sync_finish). */
+        pthread_mutex_lock(&d->mtx);
+        atomic_fetch_add_explicit(&s->done, b->cnt[i], memory_order_release);
+        if (s->sleeping) {
+            d->st.wakeups++;
+            pthread_cond_signal(&s->cond);
+        }
+        pthread_mutex_unlock(&d->mtx);
+    }
+    b->n = 0;
+}
+
+static void notify_add(notify_batch *b, msh_sync *s)
+{
+    for (int i = 0; i < b->n; i++)
+        if (b->s[i] == s) {
+            b->cnt[i]++;
+            return;
+        }
+    if (b->n == 16)
+        notify_flush(b);
+    b->s[b->n] = s;
+    b->cnt[b->n] = 1;
+    b->n++;
+}
+
+int msh_progress_poll(msh_vci *v, int blocking)
+{
+    if (blocking)
+        msh_vci_lock(v);
+    else if (!msh_vci_trylock(v))
+        return 0;
+    int n = v->npending;
+    if (n == 0) {
+        msh_vci_unlock(v);
+        return 0;
+    }
+    int outcount = 0;
+    int rc = PMPI_Testsome(n, v->hreqs, &outcount, v->out_idx, v->out_st);
+    v->st.polls++;
+    if (MSH_UNLIKELY(outcount == MPI_UNDEFINED)) {
+        /* The host sees every one as inactive: a persistent operation it
+         * completed inside MPI_Start (MPICH 4.0 does so for MPI_PROC_NULL
+         * peers). They are complete, with the empty status the host's own
+         * Wait would give. */
+        MPI_Request nul = MPI_REQUEST_NULL;
+        MPI_Status empty;
+        PMPI_Wait(&nul, &empty);
+        for (int i = 0; i < n; i++) {
+            v->out_idx[i] = i;
+            v->out_st[i] = empty;
+        }
+        outcount = n;
+    }
+    if (outcount <= 0) {
+        v->st.empty_polls++;
+        msh_vci_unlock(v);
+        return 0;
+    }
+    notify_batch b = { .n = 0 };
+    for (int k = 0; k < outcount; k++) {
+        int i = v->out_idx[k];
+        msh_request *r = v->sreqs[i];
+        r->status = v->out_st[k];
+        if (rc != MPI_ERR_IN_STATUS)
+            r->status.MPI_ERROR = MPI_SUCCESS;
+        r->host = v->hreqs[i]; /* MPI_REQUEST_NULL, or the inactive persistent request */
+        v->sreqs[i] = NULL;
+        if (r->freed) {
+            /* The user freed it while active: nobody will wait for it. */
+            if (r->persistent && r->host != MPI_REQUEST_NULL)
+                PMPI_Request_free(&r->host);
+            msh_vci_req_put(v, r);
+            continue;
+        }
+        atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+        msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
+        if (s && s != MSH_SYNC_CLAIMED)
+            notify_add(&b, s);
+    }
+    /* Compact the pending set, keeping the order of the rest. */
+    int j = 0;
+    for (int i = 0; i < n; i++) {
+        if (v->sreqs[i]) {
+            v->sreqs[j] = v->sreqs[i];
+            v->hreqs[j] = v->hreqs[i];
+            j++;
+        }
+    }
+    v->npending = j;
+    v->st.completions += (uint64_t)outcount;
+    notify_flush(&b);
+    msh_vci_unlock(v);
+    return outcount;
+}
+
+/* One pass over every VCI. */
+static int poll_all(int blocking)
+{
+    int n = 0;
+    for (int i = 0; i < msh_pool.n; i++)
+        n += msh_progress_poll(&msh_pool.v[i], blocking);
+    return n;
+}
+
+/* What the owner of domain d polls once. */
+static int poll_domain(int d, unsigned *misses)
+{
+    if (msh_cfg.progress != MSH_PROGRESS_VCI)
+        return poll_all(1);
+    int n = msh_progress_poll(&msh_pool.v[d], 1);
+    if (n == 0 && ++*misses % (unsigned)msh_cfg.sweep_polls == 0)
+        n = poll_all(0); /* the sweep: no VCI waits for its own waiter forever */
+    if (n)
+        *misses = 0;
+    return n;
+}
+
+/* ------------------------------------------------------------ ownership */
+
+static int take_ownership(msh_domain *d)
+{
+    if (atomic_load_explicit(&d->owned, memory_order_relaxed))
+        return 0;
+    pthread_mutex_lock(&d->mtx);
+    int got = !atomic_load_explicit(&d->owned, memory_order_relaxed);
+    if (got) {
+        atomic_store_explicit(&d->owned, 1, memory_order_relaxed);
+        d->st.ownerships++;
+    }
+    pthread_mutex_unlock(&d->mtx);
+    return got;
+}
+
+static void release_ownership(msh_domain *d)
+{
+    pthread_mutex_lock(&d->mtx);
+    atomic_store_explicit(&d->owned, 0, memory_order_relaxed);
+    if (d->waiters) {
+        /* Hand the domain to the first sleeper: it wakes, finds no owner
+         * and takes over (Fig. 4.2b of file 000). */
+        d->st.handoffs++;
+        pthread_cond_signal(&d->waiters->cond);
+    }
+    pthread_mutex_unlock(&d->mtx);
+}
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
+{
+    pthread_mutex_lock(&d->mtx);
+    while (atomic_load_explicit(&s->done, memory_order_acquire) < needed &&
+           atomic_load_explicit(&d->owned, memory_order_relaxed)) {
+        s->next = NULL;
+        if (d->waiters_tail)
+            d->waiters_tail->next = s;
+        else
+            d->waiters = s;
+        d->waiters_tail = s;
+        s->sleeping = 1;
+        d->st.sleeps++;
+        pthread_cond_wait(&s->cond, &d->mtx);
+        s->sleeping = 0;
+        /* Unlink s (it may no longer be the head). */
+        msh_sync **pp = &d->waiters, *prev = NULL;
+        while (*pp && *pp != s) {
+            prev = *pp;
+            pp = &(*pp)->next;
+        }
+        if (*pp) {
+            *pp = s->next;
+            if (d->waiters_tail == s)
+                d->waiters_tail = prev;
+        }
+    }
+    pthread_mutex_unlock(&d->mtx);
+}
+
+void msh_sync_wait(msh_sync *s, int needed)
+{
+    msh_domain *d = &domains[s->dom];
+    if (MSH_UNLIKELY(msh_host_lock_depth > 0)) {
+        /* This thread holds the host lock inside a pass-through call: no
+         * one else can progress, so it polls by itself. */
+        while (atomic_load_explicit(&s->done, memory_order_acquire) < needed)
+            poll_all(1);
+        return;
+    }
+    double spin_until = -1;
+    unsigned misses = 0;
+    for (;;) {
+        if (atomic_load_explicit(&s->done, memory_order_acquire) >= needed)
+            return;
+        if (take_ownership(d)) {
+            while (atomic_load_explicit(&s->done, memory_order_acquire) < needed)
+                poll_domain(s->dom, &misses);
+            release_ownership(d);
+            return;
+        }
+        /* Someone else progresses this domain. */
+        if (msh_cfg.wait == MSH_WAIT_SPIN) {
+            sched_yield();
+            continue;
+        }
+        if (msh_cfg.wait == MSH_WAIT_ADAPTIVE && msh_cfg.spin_us > 0) {
+            double t = now_us();
+            if (spin_until < 0)
+                spin_until = t + msh_cfg.spin_us;
+            if (t < spin_until) {
+                sched_yield();
+                continue;
+            }
+        }
+        sleep_until_done_or_unowned(d, s, needed);
+    }
+}
+
+void msh_sync_finish(msh_sync *s, int claimed)
+{
+    msh_domain *d = &domains[s->dom];
+    pthread_mutex_lock(&d->mtx);
+    while (atomic_load_explicit(&s->done, memory_order_acquire) < claimed) {
+        s->sleeping = 1;
+        pthread_cond_wait(&s->cond, &d->mtx);
+    }
+    s->sleeping = 0;
+    pthread_mutex_unlock(&d->mtx);
+    pthread_cond_destroy(&s->cond);
+}
+
+int msh_progress_try(int vci)
+{
+    if (MSH_UNLIKELY(msh_host_lock_depth > 0))
+        return poll_all(1);
+    msh_domain *d = &domains[msh_progress_domain_of(vci)];
+    if (!take_ownership(d))
+        return 0;
+    unsigned misses = 0;
+    int n = poll_domain(msh_progress_domain_of(vci), &misses);
+    if (n == 0 && msh_cfg.progress == MSH_PROGRESS_VCI)
+        n = poll_all(0);
+    release_ownership(d);
+    return n;
+}
+
+/* ------------------------------------------------------------ progress thread */
+
+static void *progress_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load_explicit(&progress_thread_stop, memory_order_acquire)) {
+        if (poll_all(1) == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+int msh_progress_init(void)
+{
+    ndomains = msh_cfg.progress == MSH_PROGRESS_VCI ? msh_pool.n : 1;
+    domains = aligned_alloc(MSH_CACHELINE, sizeof(msh_domain) * (size_t)ndomains);
+    if (!domains)
+        return -1;
+    memset(domains, 0, sizeof(msh_domain) * (size_t)ndomains);
+    for (int i = 0; i < ndomains; i++)
+        pthread_mutex_init(&domains[i].mtx, NULL);
+    if (msh_cfg.progress == MSH_PROGRESS_THREAD) {
+        /* The progress thread owns the one domain for good. */
+        atomic_store(&domains[0].owned, 1);
+        atomic_store(&progress_thread_stop, 0);
+        if (pthread_create(&progress_thread, NULL, progress_main, NULL) != 0)
+            return -1;
+        have_progress_thread = 1;
+    }
+    return 0;
+}
+
+void msh_progress_fini(void)
+{
+    if (have_progress_thread) {
+        atomic_store_explicit(&progress_thread_stop, 1, memory_order_release);
+        pthread_join(progress_thread, NULL);
+        have_progress_thread = 0;
+        atomic_store(&domains[0].owned, 0);
+    }
+}

@@ -1,0 +1,101 @@
+/* Sync objects and the progress engine (file 000, chapter 4, Algorithm 2;
+ * modelled on Open MPI's opal/threads/wait_sync).
+ *
+ * A thread that must wait attaches its shim requests to a sync object on its
+ * stack and waits for a count of completions. In each progress domain one
+ * waiting thread at a time is the progress owner: it polls the pending host
+ * requests (PMPI_Testsome), completes shim requests, counts them on the sync
+ * objects they are attached to and wakes those threads. Other waiters spin,
+ * sleep, or spin and then sleep (MPISHIM_WAIT). When the owner's own wait is
+ * satisfied it hands ownership to the first sleeping waiter, so a domain
+ * with waiters always has an owner.
+ *
+ * Domains (MPISHIM_PROGRESS): `global` has one domain whose owner polls every
+ * VCI; `vci` has one per VCI, and an owner that polls its VCI in vain
+ * MPISHIM_SWEEP_POLLS times sweeps every VCI once, so no VCI starves (file
+ * 003, Fig. 9); `thread` has one domain owned for good by a progress thread.
+ *
+ * No lock is held while a thread sleeps or spins, and no shim lock is ever
+ * held across a blocking host call (design brief rule 2). Lock order: VCI
+ * lock, then domain mutex. */
+#ifndef MSH_SYNC_SYNC_H
+#define MSH_SYNC_SYNC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "sync/request.h"
+#include "vci/vci.h"
+
+typedef struct msh_sync {
+    _Atomic int done;       /* completions counted so far */
+    int dom;                /* progress domain */
+    int sleeping;           /* under the domain mutex */
+    pthread_cond_t cond;
+    struct msh_sync *next;  /* domain's list of sleeping waiters */
+} msh_sync;
+
+typedef struct msh_domain_stats {
+    uint64_t ownerships, handoffs, sleeps, wakeups;
+} msh_domain_stats;
+
+typedef struct msh_domain {
+    _Alignas(MSH_CACHELINE) pthread_mutex_t mtx;
+    _Atomic int owned;      /* written under mtx; read without it by spinners */
+    msh_sync *waiters;      /* sleeping waiters, FIFO */
+    msh_sync *waiters_tail;
+    msh_domain_stats st;    /* under mtx */
+} msh_domain;
+
+int msh_progress_init(void);   /* after the VCI pool */
+void msh_progress_fini(void);  /* stops the progress thread, if any */
+int msh_progress_ndomains(void);
+const msh_domain *msh_progress_domain(int i);
+
+/* Domain that progresses requests of VCI vci. */
+int msh_progress_domain_of(int vci);
+
+static inline void msh_sync_init(msh_sync *s, int dom)
+{
+    atomic_init(&s->done, 0);
+    s->dom = dom;
+    s->sleeping = 0;
+    s->next = NULL;
+    pthread_cond_init(&s->cond, NULL);
+}
+
+/* Attach r to s: 1 if its completion will be counted on s, 0 if progress
+ * already completed it. */
+static inline int msh_sync_attach(msh_sync *s, msh_request *r)
+{
+    struct msh_sync *expect = NULL;
+    return atomic_compare_exchange_strong_explicit(&r->sync, &expect, s, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+/* Detach r from s: 1 if detached before progress claimed it (it will not
+ * be counted), 0 if its completion is or will be counted on s. */
+static inline int msh_sync_detach(msh_sync *s, msh_request *r)
+{
+    struct msh_sync *expect = s;
+    return atomic_compare_exchange_strong_explicit(&r->sync, &expect, NULL, memory_order_acq_rel,
+                                                   memory_order_acquire);
+}
+
+/* Wait until s has counted `needed` completions, progressing or waiting as
+ * the policies say. */
+void msh_sync_wait(msh_sync *s, int needed);
+
+/* Wait until s has counted exactly `claimed` completions and no progress
+ * thread can touch s any more; then s may go out of scope. */
+void msh_sync_finish(msh_sync *s, int claimed);
+
+/* One progress pass for a thread that tests rather than waits: polls if no
+ * one owns the domain of vci, else does nothing. Returns completions seen. */
+int msh_progress_try(int vci);
+
+/* One Testsome pass over v's pending set, completing shim requests.
+ * blocking: take v's lock, else skip v if busy. Returns completions. */
+int msh_progress_poll(msh_vci *v, int blocking);
+
+#endif

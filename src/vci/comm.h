@@ -1,0 +1,133 @@
+/* Communicator side table and VCI mapping (file 003, sections 2.1 and 4.2;
+ * MPICH ch4's "implicit" hashing as the reference).
+ *
+ * Every user communicator the shim saw being created has an entry: its home
+ * VCI, its assertions (MPISHIM_ASSERT plus mpi_assert_* info keys) and, when
+ * the mapping policy spreads its traffic, K internal duplicates made inside
+ * the user's constructor call (rule 4). Lookups are lock-free; inserts and
+ * removals take a mutex and happen only in collective constructor and
+ * destructor calls.
+ *
+ * Mapping (MPISHIM_MAP), each spreading term used only where a hint rules
+ * out the wildcard that would defeat it (rule 1):
+ *   comm    all traffic of a communicator on the communicator itself, on its
+ *           home VCI (always legal; communicators spread over the pool)
+ *   tag     duplicate = tag mod K                      (needs no_any_tag)
+ *   peer    duplicate = hash(sender, receiver) mod K   (needs no_any_source)
+ *   hash    hash of the terms the hints allow (tag and/or peer pair)
+ *   thread  the calling thread's own VCI for locks, requests and progress;
+ *           duplicate as for hash (needs allow_overtaking and no wildcards)
+ * Both sides compute the same duplicate: the sender from (me, dest, tag),
+ * the receiver from (source, me, tag). */
+#ifndef MSH_VCI_COMM_H
+#define MSH_VCI_COMM_H
+
+#include <mpi.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "vci/vci.h"
+
+typedef struct msh_comm {
+    MPI_Comm user;
+    int vci;                 /* home VCI */
+    msh_map_policy map;      /* effective mapping for this communicator */
+    unsigned asserts;        /* effective MSH_ASSERT_* (environment | info) */
+    unsigned info_asserts;   /* the part that came from info keys */
+    int rank;                /* this process's rank in the (local) group */
+    int ndups;
+    MPI_Comm *dups;          /* dup i is progressed on VCI i mod pool size */
+} msh_comm;
+
+/* The entry of a communicator, or NULL (created by a call the shim does not
+ * track, or not a communicator). Lock-free. */
+msh_comm *msh_comm_lookup(MPI_Comm c);
+
+/* Record a communicator just created by the user's collective call.
+ * parent: the communicator it was derived from (its info assertions are
+ * inherited, MPI-4 sec. 7.4.2), or MPI_COMM_NULL; info: the constructor's
+ * info argument or MPI_INFO_NULL. Makes the duplicates when the policy
+ * spreads (collective over c). Returns MPI_SUCCESS or an error code. */
+int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info);
+
+/* Forget c, freeing its duplicates (collective over c, called from
+ * MPI_Comm_free before the host frees c). */
+void msh_comm_unregister(MPI_Comm c);
+
+/* Free every entry (MPI_Finalize); returns how many user communicators
+ * were still registered (not freed by the program), world/self excluded. */
+int msh_comm_fini(void);
+
+/* Assertions named by info keys in info (MPI_INFO_NULL allowed). */
+unsigned msh_info_asserts(MPI_Info info);
+
+/* Update the assertions of c from MPI_Comm_set_info (mapping stays). */
+void msh_comm_set_info(MPI_Comm c, MPI_Info info);
+
+/* Add the recorded mpi_assert_* keys to info (MPI_Comm_get_info). */
+void msh_comm_add_info(MPI_Comm c, MPI_Info info);
+
+/* Mirror an error handler onto the duplicates. */
+void msh_comm_set_errhandler(MPI_Comm c, MPI_Errhandler eh);
+
+/* ------------------------------------------------------------ routing */
+
+typedef struct msh_route {
+    msh_vci *vci;   /* whose lock, pending set and cache to use */
+    MPI_Comm comm;  /* host communicator the operation goes to */
+} msh_route;
+
+extern _Thread_local int msh_thread_vci;
+int msh_thread_vci_assign(void);
+
+static inline uint32_t msh_mix(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352dU;
+    x ^= x >> 15;
+    x *= 0x846ca68bU;
+    x ^= x >> 16;
+    return x;
+}
+
+static inline uint32_t msh_handle_hash(MPI_Comm c)
+{
+    uint64_t k = 0;
+    memcpy(&k, &c, sizeof c < sizeof k ? sizeof c : sizeof k);
+    return msh_mix((uint32_t)(k ^ (k >> 29)));
+}
+
+/* Route of an operation from rank src to rank dst with tag on c, whose
+ * entry is mc (may be NULL). Wildcards must have been rejected already
+ * where the communicator spreads. */
+static inline void msh_route_of(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt)
+{
+    if (MSH_LIKELY(mc && mc->ndups == 0)) {
+        rt->vci = msh_vci_get(mc->vci);
+        rt->comm = c;
+        return;
+    }
+    if (!mc) {
+        rt->vci = msh_vci_get((int)(msh_handle_hash(c) % (uint32_t)msh_pool.n));
+        rt->comm = c;
+        return;
+    }
+    uint32_t key = 0;
+    if (mc->asserts & MSH_ASSERT_NO_ANY_TAG && mc->map != MSH_MAP_PEER)
+        key = (uint32_t)tag;
+    if (mc->asserts & MSH_ASSERT_NO_ANY_SOURCE && mc->map != MSH_MAP_TAG)
+        key = msh_mix(key * 0x9e3779b1U ^ msh_mix((uint32_t)src * 0x85ebca6bU ^ (uint32_t)dst));
+    int k = (int)(mc->map == MSH_MAP_TAG ? key : msh_mix(key)) % mc->ndups;
+    if (k < 0)
+        k += mc->ndups;
+    rt->comm = mc->dups[k];
+    if (mc->map == MSH_MAP_THREAD) {
+        int t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
+        rt->vci = msh_vci_get(t);
+    } else {
+        rt->vci = msh_vci_get(k % msh_pool.n);
+    }
+}
+
+#endif

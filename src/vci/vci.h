@@ -1,0 +1,77 @@
+/* The VCI pool: virtual communication interfaces (file 003, section 2).
+ *
+ * A VCI is the unit of shim-level concurrency: its own lock (held only for
+ * short, non-blocking host calls: design brief rule 2), its set of pending
+ * host requests polled by the progress engine, its request cache, and its
+ * counters. Each is cache-line aligned so that threads working on different
+ * VCIs do not share lines (file 003, section 4.3). */
+#ifndef MSH_VCI_VCI_H
+#define MSH_VCI_VCI_H
+
+#include <mpi.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/common.h"
+#include "sync/request.h"
+
+typedef struct msh_vci_stats {
+    uint64_t sends, recvs, colls;  /* operations posted */
+    uint64_t bytes;                /* payload posted (with MPISHIM_STATS=1) */
+    uint64_t polls, empty_polls;   /* Testsome passes over the pending set */
+    uint64_t completions;
+    uint64_t cache_hits, cache_refills;
+} msh_vci_stats;
+
+typedef struct msh_vci {
+    _Alignas(MSH_CACHELINE) pthread_mutex_t own_lock;
+    pthread_mutex_t *lock;     /* own_lock, or the one host lock when the host is serialized */
+    int idx;
+    /* Pending host requests, parallel arrays (Testsome works on hreqs). */
+    int npending, cap;
+    MPI_Request *hreqs;
+    msh_request **sreqs;
+    int *out_idx;              /* Testsome scratch, cap entries */
+    MPI_Status *out_st;
+    /* Request cache. */
+    msh_request *cache;
+    int ncache;
+    msh_vci_stats st;          /* written under lock */
+} msh_vci;
+
+typedef struct msh_vci_pool {
+    int n;                     /* number of VCIs */
+    msh_vci *v;
+    int serialized;            /* host runs below MULTIPLE: one host lock for everything */
+    pthread_mutex_t host_lock; /* recursive: the host may call MPI_* back from inside PMPI_* */
+} msh_vci_pool;
+
+extern msh_vci_pool msh_pool;
+
+/* Threads that currently hold the host lock through a pass-through call
+ * (serialized mode): such a thread must progress by itself, never sleep. */
+extern _Thread_local int msh_host_lock_depth;
+
+int msh_vci_pool_init(int n, int serialized);
+/* Frees the pool; returns the number of requests still pending (leaked by
+ * the program) so that finalize can report them. */
+int msh_vci_pool_fini(void);
+
+static inline msh_vci *msh_vci_get(int i) { return &msh_pool.v[i]; }
+
+static inline void msh_vci_lock(msh_vci *v) { pthread_mutex_lock(v->lock); }
+static inline int msh_vci_trylock(msh_vci *v) { return pthread_mutex_trylock(v->lock) == 0; }
+static inline void msh_vci_unlock(msh_vci *v) { pthread_mutex_unlock(v->lock); }
+
+/* Under the VCI lock: a free request from the cache (refilled in batches
+ * from the global pool), NULL if the arena is exhausted. */
+msh_request *msh_vci_req_get(msh_vci *v);
+/* Under the VCI lock: give a request back to the cache. */
+void msh_vci_req_put(msh_vci *v, msh_request *r);
+
+/* Under the VCI lock: add r (r->host posted) to the pending set. Returns
+ * MPI_SUCCESS or MPI_ERR_NO_MEM. */
+int msh_vci_pending_add(msh_vci *v, msh_request *r);
+
+#endif
