@@ -240,8 +240,13 @@ void msh_sync_wait(msh_sync *s, int needed)
         if (atomic_load_explicit(&s->done, memory_order_acquire) >= needed)
             return;
         if (take_ownership(d)) {
-            while (atomic_load_explicit(&s->done, memory_order_acquire) < needed)
-                poll_domain(s->dom, &misses);
+            while (atomic_load_explicit(&s->done, memory_order_acquire) < needed) {
+                /* An empty poll gives the core away: with more threads than
+                 * cores, the threads this poll woke need it to post their
+                 * next operations (file 000, Fig. 4.4). */
+                if (poll_domain(s->dom, &misses) == 0)
+                    sched_yield();
+            }
             release_ownership(d);
             return;
         }
