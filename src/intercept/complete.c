@@ -60,7 +60,9 @@ static void empty_status(MPI_Status *st)
     PMPI_Wait(&nul, st);
 }
 
-int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi)
+/* Retiring many requests takes each VCI's lock once per run of requests
+ * on that VCI, not once per request: *held is the VCI locked so far. */
+static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi, msh_vci **held)
 {
     int err = r->status.MPI_ERROR;
     msh_status_out(status, &r->status, multi);
@@ -69,10 +71,28 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int 
         return err;
     }
     msh_vci *v = msh_vci_get(r->vci);
-    msh_vci_lock(v);
+    if (*held != v) {
+        if (*held)
+            msh_vci_unlock(*held);
+        msh_vci_lock(v);
+        *held = v;
+    }
     msh_vci_req_put(v, r);
-    msh_vci_unlock(v);
     *handle = MPI_REQUEST_NULL;
+    return err;
+}
+
+static void release_held(msh_vci *held)
+{
+    if (held)
+        msh_vci_unlock(held);
+}
+
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi)
+{
+    msh_vci *held = NULL;
+    int err = retire_held(r, handle, status, multi, &held);
+    release_held(held);
     return err;
 }
 
@@ -387,6 +407,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             for (int k = 0; k < h.n; k++)
                 reqs[h.pos[k]] = h.req[k];
             int hk = 0;
+            msh_vci *held = NULL;
             for (int i = 0; i < n; i++) {
                 MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
                 msh_request *r = msh_req_of(reqs[i]);
@@ -397,7 +418,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                     e = rc == MPI_ERR_IN_STATUS ? h.st[hk].MPI_ERROR : MPI_SUCCESS;
                     hk++;
                 } else if (r && is_done(r)) {
-                    e = msh_req_retire(r, &reqs[i], sp, 1);
+                    e = retire_held(r, &reqs[i], sp, 1, &held);
                 } else {
                     empty_status(sp);
                 }
@@ -406,6 +427,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 if (sp != MPI_STATUS_IGNORE)
                     sp->MPI_ERROR = e;
             }
+            release_held(held);
         } else if (mode == WAIT_ANY) {
             if (host_any != MPI_UNDEFINED) {
                 /* The host already completed (and released) this one. */
@@ -422,17 +444,19 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             }
         } else {
             int out = 0;
+            msh_vci *held = NULL;
             for (int i = 0; i < n; i++) {
                 msh_request *r = msh_req_of(reqs[i]);
                 if (r && is_done(r)) {
                     MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[out];
-                    int e = msh_req_retire(r, &reqs[i], sp, 1);
+                    int e = retire_held(r, &reqs[i], sp, 1, &held);
                     if (sp != MPI_STATUS_IGNORE)
                         sp->MPI_ERROR = e;
                     err_in_status |= e != MPI_SUCCESS;
                     indices[out++] = i;
                 }
             }
+            release_held(held);
             for (int k = 0; k < host_some; k++) {
                 int i = h.pos[h.idx[k]];
                 reqs[i] = h.req[h.idx[k]];

@@ -30,6 +30,7 @@ typedef struct msh_vci {
     int idx;
     /* Pending host requests, parallel arrays (Testsome works on hreqs). */
     int npending, cap;
+    unsigned head_polls;       /* polls that looked at the oldest request only */
     MPI_Request *hreqs;
     msh_request **sreqs;
     int *out_idx;              /* Testsome scratch, cap entries */
