@@ -4,7 +4,9 @@
 #
 #   tests/run.sh [openmpi] [mpich]
 #
-# Environment: TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
+# Environment: TEST_VARIANT=tsan runs the MPI programs of build/<host>-tsan
+# (make check-tsan builds them) and nothing else; TEST_TIMEOUT (seconds per
+# case, default 120), TEST_FILTER
 # (only cases whose name matches this grep -E pattern). Each case's output
 # is in build/test-logs/.
 # Every case runs under a timeout, so a hang fails instead of stalling.
@@ -121,7 +123,9 @@ mpirun_flags() { # host-specific flags to run as root, oversubscribed
     if [ "$HOST_FLAVOR" = openmpi ]; then echo "$MPIRUN_FLAGS"; else echo ""; fi
 }
 
+variant=${TEST_VARIANT:-}
 # ---------------------------------------------------------------- unit tests
+[ -n "$variant" ] ||
 for u in "$build/${hosts[0]}"/tests/unit/test_*; do
     [ -x "$u" ] || continue
     run_case "unit $(basename "$u")" expect_ok "$u"
@@ -129,7 +133,7 @@ done
 
 # ---------------------------------------------------------------- per host
 for host in "${hosts[@]}"; do
-    hb=$build/$host
+    hb=$build/$host${variant:+-$variant}
     if [ ! -f "$hb/host.env" ]; then
         run_case "$host build" expect_ok false
         continue
@@ -137,7 +141,7 @@ for host in "${hosts[@]}"; do
     # shellcheck disable=SC1091
     . "$hb/host.env"
     lib=$hb/libmpishim.so
-    launch=("$build/mpishim" --host "$host" "$MPIRUN" $(mpirun_flags))
+    launch=("$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" $(mpirun_flags))
 
     for t in "$hb"/tests/mpi/*; do
         [ -f "$t" ] && [ -x "$t" ] || continue
@@ -167,6 +171,7 @@ for host in "${hosts[@]}"; do
         done < <(sed -n 's|.*/\* mpishim-env: \(.*\) \*/.*|\1|p' "$top/tests/mpi/$name.c")
     done
 
+    [ -z "$variant" ] || continue
     order=$hb/tests/mpi/p2p_order
     # The other two ways in: plain LD_PRELOAD on mpirun, and relinking.
     run_case "$host p2p_order np2 LD_PRELOAD" expect_ok \
@@ -203,7 +208,7 @@ expect_host_mismatch() {
     n=$(grep -c '^mpishim: this libmpishim.so was built for mpich, but the process loaded two MPI libraries' "$2")
     [ "$n" -eq 1 ] || echo "expected one line explaining the mismatch, found $n"
 }
-if [ -f "$build/mpich/libmpishim.so" ] && [ -f "$build/openmpi/host.env" ]; then
+if [ -z "$variant" ] && [ -f "$build/mpich/libmpishim.so" ] && [ -f "$build/openmpi/host.env" ]; then
     . "$build/openmpi/host.env"
     run_case "mpich build preloaded into an Open MPI program" expect_host_mismatch \
         env LD_PRELOAD="$build/mpich/libmpishim.so" "$MPIRUN" $MPIRUN_FLAGS -np 2 "$build/openmpi/tests/mpi/p2p_order"
