@@ -1,6 +1,8 @@
 /* Communicator constructors and destructors: the side table (src/vci/comm.c)
  * learns of a communicator inside the user's own collective call, and its
- * duplicates are made and freed there too (design brief rule 4). */
+ * duplicates are made and freed there too (design brief rule 4). With a
+ * serialized host, these host calls take the host lock like every other. */
+#include "intercept/passthru.h"
 #include "intercept/shim.h"
 
 /* After a successful constructor: record the new communicator. */
@@ -16,49 +18,67 @@ MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
     if (!msh_on())
         return PMPI_Comm_dup(comm, newcomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_dup(comm, newcomm);
-    return registered(rc, *newcomm, comm, MPI_INFO_NULL);
+    rc = registered(rc, *newcomm, comm, MPI_INFO_NULL);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
     if (!msh_on())
         return PMPI_Comm_dup_with_info(comm, info, newcomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
     /* dup_with_info replaces the parent's hints with info's. */
-    return registered(rc, *newcomm, MPI_COMM_NULL, info);
+    rc = registered(rc, *newcomm, MPI_COMM_NULL, info);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     if (!msh_on())
         return PMPI_Comm_split(comm, color, key, newcomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
-    return registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
     if (!msh_on())
         return PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
-    return registered(rc, *newcomm, MPI_COMM_NULL, info);
+    rc = registered(rc, *newcomm, MPI_COMM_NULL, info);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     if (!msh_on())
         return PMPI_Comm_create(comm, group, newcomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_create(comm, group, newcomm);
-    return registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
     if (!msh_on())
         return PMPI_Comm_create_group(comm, group, tag, newcomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
-    return registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
@@ -66,16 +86,22 @@ MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_C
 {
     if (!msh_on())
         return PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
-    return registered(rc, *newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    rc = registered(rc, *newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
     if (!msh_on())
         return PMPI_Intercomm_merge(intercomm, high, newintracomm);
+    MSH_PASS_ENTER();
     int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
-    return registered(rc, *newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    rc = registered(rc, *newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
@@ -84,18 +110,23 @@ MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
         return PMPI_Comm_free(comm);
     /* The duplicates go first, inside this same collective call. Freeing
      * MPI_COMM_WORLD/SELF is an error the host reports; keep their entries. */
+    MSH_PASS_ENTER();
     if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
         msh_comm_unregister(*comm);
-    return PMPI_Comm_free(comm);
+    int rc = PMPI_Comm_free(comm);
+    MSH_PASS_EXIT();
+    return rc;
 }
 
 MSH_EXPORT int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info)
 {
     if (!msh_on())
         return PMPI_Comm_set_info(comm, info);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_set_info(comm, info);
     if (rc == MPI_SUCCESS)
         msh_comm_set_info(comm, info);
+    MSH_PASS_EXIT();
     return rc;
 }
 
@@ -103,9 +134,11 @@ MSH_EXPORT int MPI_Comm_get_info(MPI_Comm comm, MPI_Info *info_used)
 {
     if (!msh_on())
         return PMPI_Comm_get_info(comm, info_used);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_get_info(comm, info_used);
     if (rc == MPI_SUCCESS)
         msh_comm_add_info(comm, *info_used); /* the host may drop keys it does not know */
+    MSH_PASS_EXIT();
     return rc;
 }
 
@@ -113,8 +146,10 @@ MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
 {
     if (!msh_on())
         return PMPI_Comm_set_errhandler(comm, errhandler);
+    MSH_PASS_ENTER();
     int rc = PMPI_Comm_set_errhandler(comm, errhandler);
     if (rc == MPI_SUCCESS)
         msh_comm_set_errhandler(comm, errhandler);
+    MSH_PASS_EXIT();
     return rc;
 }
