@@ -50,8 +50,10 @@ static void notify_flush(notify_batch *b)
         /* Counted under the mutex: once the waiter has seen its count and
          * taken the mutex, no poller touches s again (msh_sync_finish). */
         pthread_mutex_lock(&d->mtx);
-        atomic_fetch_add_explicit(&s->done, b->cnt[i], memory_order_release);
-        if (s->sleeping) {
+        int done = atomic_fetch_add_explicit(&s->done, b->cnt[i], memory_order_release) + b->cnt[i];
+        /* Wake the sleeper only when its wait is over: a Waitall of W
+         * requests completing over many polls costs one wake-up, not many. */
+        if (s->sleeping && done >= s->needed) {
             d->st.wakeups++;
             pthread_cond_signal(&s->cond);
         }
@@ -222,6 +224,7 @@ static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
     while (atomic_load_explicit(&s->done, memory_order_acquire) < needed &&
            atomic_load_explicit(&d->owned, memory_order_relaxed)) {
         s->next = NULL;
+        s->needed = needed;
         if (d->waiters_tail)
             d->waiters_tail->next = s;
         else
@@ -300,6 +303,7 @@ void msh_sync_finish(msh_sync *s, int claimed)
     msh_domain *d = &domains[s->dom];
     pthread_mutex_lock(&d->mtx);
     while (atomic_load_explicit(&s->done, memory_order_acquire) < claimed) {
+        s->needed = claimed;
         s->sleeping = 1;
         pthread_cond_wait(&s->cond, &d->mtx);
     }

@@ -31,6 +31,7 @@ typedef struct msh_sync {
     _Atomic int done;       /* completions counted so far */
     int dom;                /* progress domain */
     int sleeping;           /* under the domain mutex */
+    int needed;             /* under the domain mutex: wake the sleeper only at this count */
     pthread_cond_t cond;
     struct msh_sync *next;  /* domain's list of sleeping waiters */
 } msh_sync;
@@ -60,6 +61,7 @@ static inline void msh_sync_init(msh_sync *s, int dom)
     atomic_init(&s->done, 0);
     s->dom = dom;
     s->sleeping = 0;
+    s->needed = 1;
     s->next = NULL;
     pthread_cond_init(&s->cond, NULL);
 }
