@@ -101,6 +101,16 @@ static inline int is_done(const msh_request *r)
     return atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_COMPLETE;
 }
 
+static int shim_done_at_exit(int n, const MPI_Request reqs[])
+{
+    int d = 0;
+    for (int i = 0; i < n; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        d += r && is_done(r);
+    }
+    return d;
+}
+
 void msh_req_wait_complete(msh_request *r)
 {
     if (is_done(r))
@@ -276,7 +286,7 @@ out:
 static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int *flag, int *index, int *outcount,
                     int indices[], MPI_Status *statuses)
 {
-    int nshim_active = 0, nhost = 0, nshim_pending = 0, first_pending_vci = 0;
+    int nshim = 0, nshim_active = 0, nhost = 0, nshim_pending = 0, first_pending_vci = 0;
     for (int i = 0; i < n; i++) {
         if (reqs[i] == MPI_REQUEST_NULL)
             continue;
@@ -285,6 +295,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             nhost++;
             continue;
         }
+        nshim++; /* inactive persistent ones too: never hand them to the host */
         int st = atomic_load_explicit(&r->state, memory_order_acquire);
         if (st == MSH_REQ_PENDING || st == MSH_REQ_COMPLETE) {
             nshim_active++;
@@ -294,7 +305,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
     }
 
     /* Only host requests: the host does it all. */
-    if (nshim_active == 0 && nhost > 0) {
+    if (nshim == 0 && nhost > 0) {
         for (;;) {
             int rc, f = 0;
             host_lock();
@@ -324,7 +335,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
     }
 
     /* Nothing active at all. */
-    if (nshim_active == 0) {
+    if (nshim_active == 0 && nhost == 0) {
         if (flag)
             *flag = 1;
         if (mode == WAIT_ALL) {
@@ -352,7 +363,10 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             h.n++;
         }
 
-    int rc = MPI_SUCCESS, satisfied = 0, host_done = 0, host_any = MPI_UNDEFINED, host_some = 0;
+    /* host_idle: the host part holds only inactive requests (Testany or
+     * Testsome said MPI_UNDEFINED), which with no active shim request makes
+     * the call return MPI_UNDEFINED. */
+    int rc = MPI_SUCCESS, satisfied = 0, host_done = 0, host_any = MPI_UNDEFINED, host_some = 0, host_idle = 0;
     if (nshim_pending && !blocking)
         msh_progress_try(first_pending_vci);
     for (;;) {
@@ -372,10 +386,12 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             else if (mode == WAIT_ANY && shim_done == 0) {
                 int f = 0;
                 rc = PMPI_Testany(h.n, h.req, &host_any, &f, h.st);
-                if (!f || host_any == MPI_UNDEFINED)
+                host_idle = f && host_any == MPI_UNDEFINED;
+                if (!f)
                     host_any = MPI_UNDEFINED;
             } else if (mode == WAIT_SOME) {
                 rc = PMPI_Testsome(h.n, h.req, &host_some, h.idx, h.st);
+                host_idle = host_some == MPI_UNDEFINED;
                 if (host_some == MPI_UNDEFINED)
                     host_some = 0;
             }
@@ -388,9 +404,9 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
         if (mode == WAIT_ALL)
             satisfied = shim_pending == 0 && host_done;
         else if (mode == WAIT_ANY)
-            satisfied = shim_done > 0 || host_any != MPI_UNDEFINED;
+            satisfied = shim_done > 0 || host_any != MPI_UNDEFINED || (host_idle && shim_pending == 0);
         else
-            satisfied = shim_done > 0 || host_some > 0;
+            satisfied = shim_done > 0 || host_some > 0 || (host_idle && shim_pending == 0);
         if (satisfied || !blocking)
             break;
         if (h.n == 0)
@@ -429,7 +445,10 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             }
             release_held(held);
         } else if (mode == WAIT_ANY) {
-            if (host_any != MPI_UNDEFINED) {
+            if (shim_done_at_exit(n, reqs) == 0 && host_any == MPI_UNDEFINED) {
+                *index = MPI_UNDEFINED; /* every request inactive */
+                empty_status(statuses);
+            } else if (host_any != MPI_UNDEFINED) {
                 /* The host already completed (and released) this one. */
                 *index = h.pos[host_any];
                 reqs[*index] = h.req[host_any];
@@ -468,7 +487,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 err_in_status |= rc == MPI_ERR_IN_STATUS && h.st[k].MPI_ERROR != MPI_SUCCESS;
                 indices[out++] = i;
             }
-            *outcount = out;
+            *outcount = out == 0 && host_idle ? MPI_UNDEFINED : out;
         }
     } else if (mode == WAIT_SOME) {
         *outcount = 0;
