@@ -198,16 +198,27 @@ static int take_ownership(msh_domain *d)
     return got;
 }
 
+/* Under d->mtx, with the domain unowned: wake the first sleeper that still
+ * waits, so that a domain with waiters always gets an owner (Fig. 4.2b of
+ * file 000). Sleepers whose wait is already satisfied are skipped: they are
+ * leaving, and a handoff to them would be lost. */
+static void handoff_locked(msh_domain *d)
+{
+    for (msh_sync *w = d->waiters; w; w = w->next) {
+        if (atomic_load_explicit(&w->done, memory_order_acquire) < w->needed) {
+            d->st.handoffs++;
+            pthread_cond_signal(&w->cond);
+            return;
+        }
+    }
+}
+
 static void release_ownership(msh_domain *d)
 {
     pthread_mutex_lock(&d->mtx);
     atomic_store_explicit(&d->owned, 0, memory_order_relaxed);
-    if (d->waiters) {
-        /* Hand the domain to the first sleeper: it wakes, finds no owner
-         * and takes over (Fig. 4.2b of file 000). */
-        d->st.handoffs++;
-        pthread_cond_signal(&d->waiters->cond);
-    }
+    if (d->waiters)
+        handoff_locked(d);
     pthread_mutex_unlock(&d->mtx);
 }
 
@@ -246,6 +257,11 @@ static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
                 d->waiters_tail = prev;
         }
     }
+    /* Leaving with the domain unowned (a handoff may have been meant for
+     * this thread just as its wait was satisfied): pass it on. */
+    if (d->waiters && !atomic_load_explicit(&d->owned, memory_order_relaxed) &&
+        atomic_load_explicit(&s->done, memory_order_acquire) >= needed)
+        handoff_locked(d);
     pthread_mutex_unlock(&d->mtx);
 }
 
