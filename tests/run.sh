@@ -45,7 +45,7 @@ run_case() {
     if [ -n "$filter" ] && ! grep -qE -- "$filter" <<< "$name"; then return; fi
     local log="$logdir/$(tr ' /' '__' <<< "$name").log"
     local t0=$SECONDS rc
-    timeout -k 10 "$timeout_s" "$@" > "$log" 2>&1
+    timeout -k 10 "$timeout_s" "$@" < /dev/null > "$log" 2>&1
     rc=$?
     local why
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
