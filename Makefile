@@ -63,6 +63,10 @@ check-tsan: all
 demo: all
 	examples/demo.sh $(HOSTS)
 
+# The Multirate benchmark (bench/README.md): raw host vs shim, medians.
+bench: all
+	$(MAKE) -C bench
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 include/mpishim.h $(DESTDIR)$(PREFIX)/include/
@@ -85,4 +89,4 @@ clean:
 distclean: clean
 	rm -rf configure autom4te.cache
 
-.PHONY: all check check-tsan demo install clean distclean $(HOSTS:%=host-%)
+.PHONY: all check check-tsan demo bench install clean distclean $(HOSTS:%=host-%)

@@ -32,6 +32,22 @@ const char *mpishim_version(void);
  * and whether it came from the environment), one variable per line. */
 void mpishim_print_config(FILE *out);
 
+/* MPI-4 partitioned communication (MPI 4.0, chapter 4), final signatures.
+ * A host mpi.h of MPI 3.x (Open MPI 4.1) lacks them: this header declares
+ * them there, and libmpishim.so implements them on every host. With an
+ * MPI-4 host the declarations come from mpi.h itself. */
+#if !defined(MPI_VERSION) || MPI_VERSION < 4
+#define MPISHIM_DECLARES_PARTITIONED 1
+int MPI_Psend_init(const void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Precv_init(void *buf, int partitions, MPI_Count count, MPI_Datatype datatype, int source, int tag,
+                   MPI_Comm comm, MPI_Info info, MPI_Request *request);
+int MPI_Pready(int partition, MPI_Request request);
+int MPI_Pready_range(int partition_low, int partition_high, MPI_Request request);
+int MPI_Pready_list(int length, const int array_of_partitions[], MPI_Request request);
+int MPI_Parrived(MPI_Request request, int partition, int *flag);
+#endif
+
 #ifdef __cplusplus
 }
 #endif

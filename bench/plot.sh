@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# PNG plots of the Multirate results: message rate against T, one line per
+# configuration, one plot per host.
+#
+#   bench/plot.sh [openmpi] [mpich]   (default: every results/multirate-<host>.csv)
+#
+# Reads bench/results/multirate-<host>.csv (run_multirate.sh writes it),
+# writes the medians to bench/results/multirate-<host>.dat and draws
+# bench/results/multirate-<host>.png with bench/plot.gnuplot.
+# Needs gnuplot (Debian: apt-get install gnuplot-nox).  BENCH_RESULTS as in
+# run_multirate.sh.
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+results=${BENCH_RESULTS:-$here/results}
+configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive everywhere)
+
+command -v gnuplot >/dev/null || {
+    echo "plot: gnuplot not found, no plots drawn (Debian: apt-get install gnuplot-nox)" >&2; exit 0; }
+
+hosts=("$@")
+if [ ${#hosts[@]} -eq 0 ]; then
+    for h in openmpi mpich; do [ -f "$results/multirate-$h.csv" ] && hosts+=("$h"); done
+fi
+[ ${#hosts[@]} -gt 0 ] || { echo "plot: no $results/multirate-<host>.csv: run run_multirate.sh first" >&2; exit 1; }
+
+status=0
+for h in "${hosts[@]}"; do
+    csv=$results/multirate-$h.csv
+    dat=$results/multirate-$h.dat
+    png=$results/multirate-$h.png
+    [ -f "$csv" ] || { echo "plot: $csv missing" >&2; status=1; continue; }
+    awk -f "$here/medians.awk" "$csv" | awk -v cfgs="${configs[*]}" '
+        BEGIN { nc = split(cfgs, C, " ") }
+        {   if (!($1 in hasT)) { hasT[$1] = 1; nt++; T[nt] = $1 }
+            med[$1, $2] = ($3 == "nan") ? "NaN" : $3 }
+        END {
+            printf "T"; for (c = 1; c <= nc; c++) printf " %s", C[c]; printf "\n"
+            for (i = 1; i <= nt; i++) {
+                printf "%s", T[i]
+                for (c = 1; c <= nc; c++) printf " %s", ((T[i], C[c]) in med) ? med[T[i], C[c]] : "NaN"
+                printf "\n"
+            }
+        }' > "$dat"
+    if [ "$(wc -l < "$dat")" -lt 2 ]; then
+        echo "plot: $csv has no results" >&2; status=1; continue
+    fi
+    if gnuplot -e "host='$h'; datafile='$dat'; outfile='$png'; cores=$(nproc); tmax=$(awk 'NR > 1 && $1 > m { m = $1 } END { print m + 0 }' "$dat")" "$here/plot.gnuplot"; then
+        echo "plot: wrote $png"
+    else
+        echo "plot: gnuplot failed for $h" >&2; status=1
+    fi
+done
+exit $status
