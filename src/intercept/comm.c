@@ -4,6 +4,7 @@
  * serialized host, these host calls take the host lock like every other. */
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
+#include "partitioned/part.h"
 
 /* After a successful constructor: record the new communicator. */
 static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info)
@@ -11,13 +12,26 @@ static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info)
     if (rc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
         return rc;
     int r = msh_comm_register(newcomm, parent, info);
+    if (r == MPI_SUCCESS)
+        r = msh_part_comm_add(newcomm);
     return r == MPI_SUCCESS ? rc : msh_comm_error(parent != MPI_COMM_NULL ? parent : MPI_COMM_WORLD, r);
+}
+
+/* Without the runtime: only the partitioned layer's duplicates. */
+static int part_registered(int rc, MPI_Comm newcomm)
+{
+    if (rc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
+        return rc;
+    int r = msh_part_comm_add(newcomm);
+    return r == MPI_SUCCESS ? rc : msh_comm_error(newcomm, r);
 }
 
 MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-    if (!msh_on())
-        return PMPI_Comm_dup(comm, newcomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Comm_dup(comm, newcomm);
+        return part_registered(rc0, *newcomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Comm_dup(comm, newcomm);
     rc = registered(rc, *newcomm, comm, MPI_INFO_NULL);
@@ -27,8 +41,10 @@ MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 
 MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-    if (!msh_on())
-        return PMPI_Comm_dup_with_info(comm, info, newcomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Comm_dup_with_info(comm, info, newcomm);
+        return part_registered(rc0, *newcomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
     /* dup_with_info replaces the parent's hints with info's. */
@@ -39,8 +55,10 @@ MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *ne
 
 MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-    if (!msh_on())
-        return PMPI_Comm_split(comm, color, key, newcomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Comm_split(comm, color, key, newcomm);
+        return part_registered(rc0, *newcomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Comm_split(comm, color, key, newcomm);
     rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
@@ -50,8 +68,10 @@ MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newco
 
 MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-    if (!msh_on())
-        return PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+        return part_registered(rc0, *newcomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
     rc = registered(rc, *newcomm, MPI_COMM_NULL, info);
@@ -61,8 +81,10 @@ MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_I
 
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-    if (!msh_on())
-        return PMPI_Comm_create(comm, group, newcomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Comm_create(comm, group, newcomm);
+        return part_registered(rc0, *newcomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Comm_create(comm, group, newcomm);
     rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
@@ -72,8 +94,10 @@ MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm
 
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-    if (!msh_on())
-        return PMPI_Comm_create_group(comm, group, tag, newcomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Comm_create_group(comm, group, tag, newcomm);
+        return part_registered(rc0, *newcomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
     rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
@@ -84,8 +108,10 @@ MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MP
 MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
                                    int tag, MPI_Comm *newintercomm)
 {
-    if (!msh_on())
-        return PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
+        return part_registered(rc0, *newintercomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
     rc = registered(rc, *newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
@@ -95,8 +121,10 @@ MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_C
 
 MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
-    if (!msh_on())
-        return PMPI_Intercomm_merge(intercomm, high, newintracomm);
+    if (!msh_on()) {
+        int rc0 = PMPI_Intercomm_merge(intercomm, high, newintracomm);
+        return part_registered(rc0, *newintracomm);
+    }
     MSH_PASS_ENTER();
     int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
     rc = registered(rc, *newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
@@ -106,6 +134,8 @@ MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newin
 
 MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
 {
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+        msh_part_comm_del(*comm);
     if (!msh_on())
         return PMPI_Comm_free(comm);
     /* The duplicates go first, inside this same collective call. Freeing

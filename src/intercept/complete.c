@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "intercept/shim.h"
+#include "partitioned/part.h"
 
 int msh_on_flag;
 
@@ -170,8 +171,23 @@ static inline void host_unlock(void)
 
 static void idle(void)
 {
-    if (msh_progress_try(0) == 0)
+    if (!msh_on() || msh_progress_try(0) == 0)
         sched_yield();
+}
+
+/* Shim requests may exist: the runtime is on, or partitioned channels are
+ * alive (they work without it). */
+static inline int shim_reqs(void)
+{
+    return msh_on() || msh_part_any();
+}
+
+/* State of a shim request, advancing a partitioned one first. */
+static inline int state_of(msh_request *r)
+{
+    if (r->kind == MSH_KIND_PART && atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
+        msh_part_progress(r, 1);
+    return atomic_load_explicit(&r->state, memory_order_acquire);
 }
 
 /* ------------------------------------------------------------ the engine */
@@ -296,7 +312,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             continue;
         }
         nshim++; /* inactive persistent ones too: never hand them to the host */
-        int st = atomic_load_explicit(&r->state, memory_order_acquire);
+        int st = state_of(r);
         if (st == MSH_REQ_PENDING || st == MSH_REQ_COMPLETE) {
             nshim_active++;
             if (st == MSH_REQ_PENDING && nshim_pending++ == 0)
@@ -370,14 +386,15 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
     if (nshim_pending && !blocking)
         msh_progress_try(first_pending_vci);
     for (;;) {
-        int shim_done = 0, shim_pending = 0;
+        int shim_done = 0, shim_pending = 0, part_pending = 0;
         for (int i = 0; i < n; i++) {
             msh_request *r = msh_req_of(reqs[i]);
             if (!r)
                 continue;
-            int st = atomic_load_explicit(&r->state, memory_order_acquire);
+            int st = state_of(r);
             shim_done += st == MSH_REQ_COMPLETE;
             shim_pending += st == MSH_REQ_PENDING;
+            part_pending += st == MSH_REQ_PENDING && r->kind == MSH_KIND_PART;
         }
         if (h.n > 0) {
             host_lock();
@@ -409,7 +426,8 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             satisfied = shim_done > 0 || host_some > 0 || (host_idle && shim_pending == 0);
         if (satisfied || !blocking)
             break;
-        if (h.n == 0)
+        /* Partitioned requests are polled, not notified: no sleeping then. */
+        if (h.n == 0 && part_pending == 0)
             wait_shim(n, reqs, mode);
         else
             idle();
@@ -504,7 +522,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
 
 MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Wait(req, status);
     msh_request *r = msh_req_of(*req);
     if (!r) {
@@ -522,8 +540,16 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
     }
     int st = atomic_load_explicit(&r->state, memory_order_acquire);
     if (st == MSH_REQ_INACTIVE) {
-        empty_status(status);
+        if (r->kind == MSH_KIND_PART)
+            msh_part_empty_status(status);
+        else
+            empty_status(status);
         return MPI_SUCCESS;
+    }
+    if (r->kind == MSH_KIND_PART) {
+        while (!msh_part_progress(r, 1))
+            idle();
+        return msh_part_retire(r, status);
     }
     msh_req_wait_complete(r);
     return msh_req_retire(r, req, status, 0);
@@ -531,7 +557,7 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
 
 MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Test(req, flag, status);
     msh_request *r = msh_req_of(*req);
     if (!r) {
@@ -543,8 +569,15 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
     int st = atomic_load_explicit(&r->state, memory_order_acquire);
     if (st == MSH_REQ_INACTIVE) {
         *flag = 1;
-        empty_status(status);
+        if (r->kind == MSH_KIND_PART)
+            msh_part_empty_status(status);
+        else
+            empty_status(status);
         return MPI_SUCCESS;
+    }
+    if (r->kind == MSH_KIND_PART) {
+        *flag = msh_part_progress(r, 1);
+        return *flag ? msh_part_retire(r, status) : MPI_SUCCESS;
     }
     if (st != MSH_REQ_COMPLETE) {
         msh_progress_try(r->vci);
@@ -559,7 +592,7 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
 
 MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Request_get_status(req, flag, status);
     msh_request *r = msh_req_of(req);
     if (!r) {
@@ -571,10 +604,15 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
     int st = atomic_load_explicit(&r->state, memory_order_acquire);
     if (st == MSH_REQ_INACTIVE) {
         *flag = 1;
-        empty_status(status);
+        if (r->kind == MSH_KIND_PART)
+            msh_part_empty_status(status);
+        else
+            empty_status(status);
         return MPI_SUCCESS;
     }
-    if (st != MSH_REQ_COMPLETE)
+    if (r->kind == MSH_KIND_PART)
+        msh_part_progress(r, 1);
+    else if (st != MSH_REQ_COMPLETE)
         msh_progress_try(r->vci);
     *flag = is_done(r);
     if (*flag)
@@ -586,42 +624,42 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
 
 MSH_EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Waitall(n, reqs, statuses);
     return complete(n, reqs, WAIT_ALL, 1, NULL, NULL, NULL, NULL, statuses);
 }
 
 MSH_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Testall(n, reqs, flag, statuses);
     return complete(n, reqs, WAIT_ALL, 0, flag, NULL, NULL, NULL, statuses);
 }
 
 MSH_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Waitany(n, reqs, index, status);
     return complete(n, reqs, WAIT_ANY, 1, NULL, index, NULL, NULL, status);
 }
 
 MSH_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Testany(n, reqs, index, flag, status);
     return complete(n, reqs, WAIT_ANY, 0, flag, index, NULL, NULL, status);
 }
 
 MSH_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
     return complete(n, reqs, WAIT_SOME, 1, NULL, NULL, outcount, indices, statuses);
 }
 
 MSH_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Testsome(n, reqs, outcount, indices, statuses);
     return complete(n, reqs, WAIT_SOME, 0, NULL, NULL, outcount, indices, statuses);
 }
@@ -630,7 +668,7 @@ MSH_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indice
 
 MSH_EXPORT int MPI_Start(MPI_Request *req)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Start(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
@@ -639,6 +677,8 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
         host_unlock();
         return rc;
     }
+    if (r->kind == MSH_KIND_PART)
+        return msh_part_start(r);
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     if (!r->persistent || atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
@@ -668,7 +708,7 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
 
 MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Startall(n, reqs);
     for (int i = 0; i < n; i++) {
         int rc = MPI_Start(&reqs[i]);
@@ -680,7 +720,7 @@ MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
 
 MSH_EXPORT int MPI_Request_free(MPI_Request *req)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Request_free(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
@@ -689,6 +729,8 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
         host_unlock();
         return rc;
     }
+    if (r->kind == MSH_KIND_PART)
+        return msh_part_free(r, req);
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     int st = atomic_load_explicit(&r->state, memory_order_relaxed);
@@ -706,7 +748,7 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
 
 MSH_EXPORT int MPI_Cancel(MPI_Request *req)
 {
-    if (!msh_on())
+    if (!shim_reqs())
         return PMPI_Cancel(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
@@ -715,6 +757,8 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
         host_unlock();
         return rc;
     }
+    if (r->kind == MSH_KIND_PART)
+        return msh_part_cancel(r);
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     int rc = MPI_SUCCESS;
@@ -729,13 +773,13 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
 #ifndef MPI_Request_c2f
 MSH_EXPORT MPI_Fint MPI_Request_c2f(MPI_Request req)
 {
-    msh_request *r = msh_on() ? msh_req_of(req) : NULL;
+    msh_request *r = shim_reqs() ? msh_req_of(req) : NULL;
     return r ? msh_req_c2f(r) : PMPI_Request_c2f(req);
 }
 
 MSH_EXPORT MPI_Request MPI_Request_f2c(MPI_Fint f)
 {
-    msh_request *r = msh_on() ? msh_req_of_f(f) : NULL;
+    msh_request *r = shim_reqs() ? msh_req_of_f(f) : NULL;
     return r ? msh_req_handle(r) : PMPI_Request_f2c(f);
 }
 #endif

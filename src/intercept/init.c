@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/topo.h"
 #include "intercept/shim.h"
+#include "partitioned/part.h"
 #include "mpishim.h"
 
 static const char *thread_level_name(int level)
@@ -62,6 +63,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
     }
     atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
                           memory_order_release);
+    msh_part_init(); /* collective: the private duplicates of the predefined communicators */
 
     if (msh_cfg.verbose && msh_rt.world_rank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -161,6 +163,7 @@ static void print_stats(int leaked_reqs, int leaked_comms)
 
 MSH_EXPORT int MPI_Finalize(void)
 {
+    msh_part_fini();
     if (msh_on_flag) {
         msh_progress_fini();
         int pending = 0;

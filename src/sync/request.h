@@ -38,6 +38,7 @@ typedef enum {
     MSH_KIND_COLL,  /* collective or other host operation */
     MSH_KIND_PSEND, /* persistent */
     MSH_KIND_PRECV,
+    MSH_KIND_PART,  /* partitioned (src/partitioned): ext is its channel */
 } msh_req_kind;
 
 /* Value of msh_request.sync once progress has claimed the request's
@@ -55,7 +56,10 @@ typedef struct msh_request {
     int16_t vci;                      /* VCI whose pending set / cache owns it */
     uint32_t idx;                     /* position in the arena */
     struct msh_sync *_Atomic sync;    /* waiter attached, NULL, or MSH_SYNC_CLAIMED */
-    struct msh_request *next;         /* cache free list */
+    union {
+        struct msh_request *next;     /* cache free list (state FREE) */
+        void *ext;                    /* MSH_KIND_PART: its channel */
+    };
     MPI_Status status;                /* valid in MSH_REQ_COMPLETE */
 } msh_request;
 

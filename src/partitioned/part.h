@@ -1,0 +1,73 @@
+/* MPI-4 partitioned communication layered on persistent point-to-point
+ * (design brief rule 6; file 004, MPIPCL, is the starting point).
+ *
+ * A partitioned request is a shim request (kind MSH_KIND_PART) whose ext
+ * points to a msh_part channel. The channel lives on two shim-private
+ * duplicates of the user communicator, made inside the user's constructor
+ * call: `hdr` carries one small header per channel with the user's tag, so
+ * MPI's non-overtaking rule matches channels in init order; `data` carries
+ * the channel's internal messages, each a host persistent request fixed to
+ * one tag for the channel's life. No user receive can match either.
+ *
+ * Init is local: the sender plans its messages (partitions aggregated to at
+ * least MPISHIM_PART_MIN_BYTES), creates them at once and posts the header;
+ * the receiver posts the header receive and creates its receives when the
+ * header arrives, from whatever call progresses the request next.
+ *
+ * Works with the runtime on (MPI_THREAD_MULTIPLE programs) and off: the
+ * completion calls take the shim path whenever a channel is alive. */
+#ifndef MSH_PARTITIONED_PART_H
+#define MSH_PARTITIONED_PART_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+
+#include "sync/request.h"
+
+/* Number of live channels: completion calls look for shim requests while
+ * it is non-zero even without the runtime. */
+extern _Atomic int msh_part_nlive;
+
+static inline int msh_part_any(void)
+{
+    return atomic_load_explicit(&msh_part_nlive, memory_order_relaxed) != 0;
+}
+
+static inline int msh_req_is_part(const msh_request *r)
+{
+    return r && r->kind == MSH_KIND_PART;
+}
+
+/* Whether the shim's own layer serves partitioned calls in this process
+ * (else the host's, MPISHIM_PART=native on an MPI-4 host). */
+int msh_part_layer_on(void);
+
+/* Private duplicates: made for every communicator a constructor the shim
+ * intercepts returns (collective, inside that call), freed in Comm_free. */
+int msh_part_comm_add(MPI_Comm c);
+void msh_part_comm_del(MPI_Comm c);
+void msh_part_init(void);  /* after host init: MPI_COMM_WORLD, MPI_COMM_SELF */
+void msh_part_fini(void);  /* before host finalize */
+
+/* MPI_Psend_init (send = 1) / MPI_Precv_init on the shim's layer. */
+int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int peer, int tag,
+                      MPI_Comm comm, MPI_Info info, MPI_Request *handle);
+
+/* Operations on a partitioned shim request r. Pready/Parrived and the
+ * check return an error class without calling an error handler. */
+int msh_part_pready(msh_request *r, int partition);
+int msh_part_check_ready(msh_request *r, int partition);
+int msh_part_parrived(msh_request *r, int partition, int *flag);
+MPI_Comm msh_part_comm(msh_request *r);
+int msh_part_start(msh_request *r);
+/* Advance setup and data; 1 when r is complete (status in r->status).
+ * blocking: wait for the channel's lock rather than skip when busy. */
+int msh_part_progress(msh_request *r, int blocking);
+/* Retire a complete round: status out, request inactive. */
+int msh_part_retire(msh_request *r, MPI_Status *status);
+int msh_part_free(msh_request *r, MPI_Request *handle);
+int msh_part_cancel(msh_request *r);
+/* Status of an inactive partitioned request. */
+void msh_part_empty_status(MPI_Status *st);
+
+#endif
