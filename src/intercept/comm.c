@@ -183,3 +183,54 @@ MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
     MSH_PASS_EXIT();
     return rc;
 }
+
+/* Topology constructors: the same bookkeeping as the others, so that their
+ * communicators get duplicates (VCIs, partitioned channels) too. */
+#define MSH_CTOR(call, out, info)                                   \
+    do {                                                            \
+        if (!msh_on()) {                                            \
+            int rc0 = (call);                                       \
+            return part_registered(rc0, *(out));                    \
+        }                                                           \
+        MSH_PASS_ENTER();                                           \
+        int rc = (call);                                            \
+        rc = registered(rc, *(out), MPI_COMM_NULL, (info));         \
+        MSH_PASS_EXIT();                                            \
+        return rc;                                                  \
+    } while (0)
+
+MSH_EXPORT int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
+                               MPI_Comm *comm_cart)
+{
+    MSH_CTOR(PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart), comm_cart, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
+{
+    MSH_CTOR(PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int indx[], const int edges[], int reorder,
+                                MPI_Comm *comm_graph)
+{
+    MSH_CTOR(PMPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph), comm_graph, MPI_INFO_NULL);
+}
+
+MSH_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
+                                     const int destinations[], const int weights[], MPI_Info info, int reorder,
+                                     MPI_Comm *comm_dist_graph)
+{
+    MSH_CTOR(PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder,
+                                    comm_dist_graph),
+             comm_dist_graph, info);
+}
+
+MSH_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                              const int sourceweights[], int outdegree, const int destinations[],
+                                              const int destweights[], MPI_Info info, int reorder,
+                                              MPI_Comm *comm_dist_graph)
+{
+    MSH_CTOR(PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations,
+                                             destweights, info, reorder, comm_dist_graph),
+             comm_dist_graph, info);
+}
