@@ -148,11 +148,16 @@ for host in "${hosts[@]}"; do
         name=$(basename "$t")
         # With MPI_THREAD_MULTIPLE the runtime handles every call; with a
         # lower level the shim forwards; DISABLE makes it a pure pass-through.
+        # MPISHIM_SOLO=0: a program whose threads never overlap would
+        # otherwise run on the solo fast path and never exercise the runtime.
         for np in 2 4; do
             run_case "$host $name np$np shim" expect_ok \
-                env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 \
+                env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_SOLO=0 \
                 "${launch[@]}" -np $np "$t"
         done
+        run_case "$host $name np2 shim, solo fast path" expect_ok \
+            env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 \
+            "${launch[@]}" -np 2 "$t"
         if ! grep -q 'MPI_THREAD_MULTIPLE' "$top/tests/mpi/$name.c"; then
             run_case "$host $name np2 shim, single-threaded program" expect_ok \
                 env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=single TEST_EXPECT_RUNTIME=0 \
@@ -165,7 +170,7 @@ for host in "${hosts[@]}"; do
             [ -n "$cfg" ] || continue
             for np in 2 4; do
                 run_case "$host $name np$np $cfg" expect_ok \
-                    env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 $cfg \
+                    env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_SOLO=0 $cfg \
                     "${launch[@]}" -np $np "$t"
             done
         done < <(sed -n 's|.*/\* mpishim-env: \(.*\) \*/.*|\1|p' "$top/tests/mpi/$name.c")

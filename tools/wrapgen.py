@@ -157,11 +157,20 @@ def blocking_via_nonblocking(ret, n, plist, args, params, twin):
     comm = [a for a, t in zip(args, param_types(params)) if t.startswith("MPI_Comm")][-1]
     return ("MSH_EXPORT %s %s(%s)\n{\n"
             "    if (!msh_on())\n        return P%s(%s);\n"
+            "    if (msh_solo_enter()) {\n"
+            "        /* the twin here too: blocking and nonblocking collectives do not match */\n"
+            "        MPI_Request q_;\n"
+            "        int s_ = P%s(%s);\n"
+            "        if (s_ == MPI_SUCCESS)\n"
+            "            s_ = PMPI_Wait(&q_, MPI_STATUS_IGNORE);\n"
+            "        msh_solo_exit();\n"
+            "        return s_;\n"
+            "    }\n"
             "    msh_vci *v_ = msh_coll_begin(%s);\n"
             "    MPI_Request r_;\n"
             "    int rc_ = P%s(%s);\n"
             "    return msh_coll_finish(v_, rc_, r_, MPI_STATUS_IGNORE);\n}\n\n"
-            % (ret, n, plist, n, ", ".join(args), comm, twin, ", ".join(args + ["&r_"])))
+            % (ret, n, plist, n, ", ".join(args), twin, ", ".join(args + ["&q_"]), comm, twin, ", ".join(args + ["&r_"])))
 
 
 def main():

@@ -7,6 +7,11 @@
  * the MPI entry points and the public mpishim_* API are exported. */
 #define MSH_EXPORT __attribute__((visibility("default")))
 
+/* Thread-locals on hot paths: the library is preloaded or linked, so the
+ * static TLS model applies and an access is one instruction, not a call to
+ * __tls_get_addr. */
+#define MSH_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 #define MSH_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define MSH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 

@@ -42,6 +42,7 @@ static const msh_cfg_var vars[] = {
     { "MPISHIM_DISABLE",        V_BOOL,  F(disable),        NULL, 0, 1, NULL },
     { "MPISHIM_VERBOSE",        V_BOOL,  F(verbose),        NULL, 0, 1, NULL },
     { "MPISHIM_STATS",          V_BOOL,  F(stats),          NULL, 0, 1, NULL },
+    { "MPISHIM_SOLO",           V_BOOL,  F(solo),           NULL, 0, 1, NULL },
     { "MPISHIM_NUM_VCIS",       V_INT,   F(num_vcis),       NULL, 1, MSH_MAX_VCIS, "auto" },
     { "MPISHIM_MAP",            V_ENUM,  F(map),            map_words, 0, 0, NULL },
     { "MPISHIM_ASSERT",         V_FLAGS, F(asserts),        assert_words, 0, 0, NULL },
@@ -59,6 +60,7 @@ static const msh_cfg_var vars[] = {
 void msh_cfg_defaults(msh_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
+    cfg->solo           = 1;
     cfg->num_vcis       = 0; /* auto: cores in the rank's cpuset */
     cfg->map            = MSH_MAP_COMM;
     cfg->progress       = MSH_PROGRESS_GLOBAL;

@@ -25,6 +25,7 @@ typedef struct msh_config {
     int                 disable;        /* MPISHIM_DISABLE */
     int                 verbose;        /* MPISHIM_VERBOSE */
     int                 stats;          /* MPISHIM_STATS */
+    int                 solo;           /* MPISHIM_SOLO */
     int                 num_vcis;       /* MPISHIM_NUM_VCIS; 0 = auto */
     msh_map_policy      map;            /* MPISHIM_MAP */
     unsigned            asserts;        /* MPISHIM_ASSERT */

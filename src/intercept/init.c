@@ -42,6 +42,7 @@ static int runtime_start(int serialized)
     }
     msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
+    msh_solo_start(serialized);
     msh_on_flag = 1;
     return 0;
 }
@@ -169,6 +170,7 @@ MSH_EXPORT int MPI_Finalize(void)
         int pending = 0;
         for (int i = 0; i < msh_pool.n; i++)
             pending += msh_pool.v[i].npending;
+        atomic_store_explicit(&msh_solo_on, 0, memory_order_release);
         msh_on_flag = 0; /* from here on, everything is forwarded */
         int comms = msh_comm_fini();
         if (msh_cfg.stats)

@@ -13,16 +13,50 @@ typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 
 static inline int my_rank(const msh_comm *mc) { return mc ? mc->rank : 0; }
 
+/* Solo path (shim.h): the host call itself, on the route's communicator,
+ * so that messages keep their order when the process leaves solo mode. */
+static int solo_post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest,
+                          int tag, MPI_Comm c, MPI_Request *req)
+{
+    if (!persistent) {
+        switch (op) {
+        case OP_SSEND: return PMPI_Issend(buf, count, dt, dest, tag, c, req);
+        case OP_BSEND: return PMPI_Ibsend(buf, count, dt, dest, tag, c, req);
+        case OP_RSEND: return PMPI_Irsend(buf, count, dt, dest, tag, c, req);
+        default:       return PMPI_Isend(buf, count, dt, dest, tag, c, req);
+        }
+    }
+    switch (op) {
+    case OP_SSEND: return PMPI_Ssend_init(buf, count, dt, dest, tag, c, req);
+    case OP_BSEND: return PMPI_Bsend_init(buf, count, dt, dest, tag, c, req);
+    case OP_RSEND: return PMPI_Rsend_init(buf, count, dt, dest, tag, c, req);
+    default:       return PMPI_Send_init(buf, count, dt, dest, tag, c, req);
+    }
+}
+
+static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
+{
+    msh_comm *mc = msh_comm_lookup(comm);
+    msh_route rt;
+    msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
+    return rt.comm;
+}
+
 static int post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
                      MPI_Comm comm, MPI_Request *req)
 {
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
+    int rc;
+    if (msh_solo_enter()) {
+        rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, rt.comm, req);
+        msh_solo_exit();
+        return rc;
+    }
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    int rc;
     if (!persistent) {
         switch (op) {
         case OP_SSEND: rc = PMPI_Issend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
@@ -56,6 +90,14 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
+     * in solo mode: it fixes the host's status (below). */
+    if ((persistent || source != MPI_PROC_NULL) && msh_solo_enter()) {
+        rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, req)
+                        : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
+        msh_solo_exit();
+        return rc;
+    }
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
@@ -92,6 +134,8 @@ static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
     if (rc != MPI_SUCCESS)
         return rc;
     msh_request *r = msh_req_of(*req);
+    if (!r)
+        return MPI_Wait(req, status); /* made on the solo path */
     msh_req_wait_complete(r);
     return msh_req_retire(r, req, status, 0);
 }
@@ -103,6 +147,11 @@ static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
     {                                                                                                       \
         if (!msh_on())                                                                                      \
             return PMPI_##NAME(buf, count, dt, dest, tag, comm);                                            \
+        if (msh_solo_enter()) {                                                                             \
+            int rc_ = PMPI_##NAME(buf, count, dt, dest, tag, send_route(comm, dest, tag));                  \
+            msh_solo_exit();                                                                                \
+            return rc_;                                                                                     \
+        }                                                                                                   \
         MPI_Request req;                                                                                    \
         return wait_one(post_send(OP, 0, buf, count, dt, dest, tag, comm, &req), &req, MPI_STATUS_IGNORE);   \
     }                                                                                                       \
@@ -133,6 +182,17 @@ MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int t
 {
     if (!msh_on())
         return PMPI_Recv(buf, count, dt, source, tag, comm, status);
+    if (msh_solo_enter()) {
+        msh_comm *mc = msh_comm_lookup(comm);
+        int rc = msh_check_wildcards(comm, mc, source, tag);
+        if (rc == MPI_SUCCESS) {
+            msh_route rt;
+            msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+            rc = PMPI_Recv(buf, count, dt, source, tag, rt.comm, status);
+        }
+        msh_solo_exit();
+        return rc;
+    }
     MPI_Request req;
     return wait_one(post_recv(0, buf, count, dt, source, tag, comm, &req), &req, status);
 }
@@ -160,6 +220,38 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
     if (!msh_on())
         return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
                              recvtag, comm, status);
+    if (msh_solo_enter()) {
+        msh_comm *mc = msh_comm_lookup(comm);
+        int rc = msh_check_wildcards(comm, mc, source, recvtag);
+        if (rc == MPI_SUCCESS) {
+            msh_route rr_, sr_;
+            msh_route_of(comm, mc, source, my_rank(mc), recvtag, &rr_);
+            msh_route_of(comm, mc, my_rank(mc), dest, sendtag, &sr_);
+            if (rr_.comm == sr_.comm) {
+                rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                                   recvtag, rr_.comm, status);
+            } else {
+                MPI_Request q[2];
+                MPI_Status st[2];
+                rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, rr_.comm, &q[0]);
+                if (rc == MPI_SUCCESS) {
+                    rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, sr_.comm, &q[1]);
+                    if (rc != MPI_SUCCESS) {
+                        PMPI_Cancel(&q[0]);
+                        PMPI_Wait(&q[0], MPI_STATUS_IGNORE);
+                    } else {
+                        rc = PMPI_Waitall(2, q, st);
+                        if (rc == MPI_ERR_IN_STATUS)
+                            rc = st[1].MPI_ERROR != MPI_SUCCESS ? st[1].MPI_ERROR : st[0].MPI_ERROR;
+                        if (status != MPI_STATUS_IGNORE)
+                            *status = st[0];
+                    }
+                }
+            }
+        }
+        msh_solo_exit();
+        return rc;
+    }
     MPI_Request rr, sr;
     int rc = post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr);
     if (rc != MPI_SUCCESS)
@@ -233,6 +325,11 @@ MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    if (msh_solo_enter()) {
+        rc = PMPI_Probe(source, tag, rt.comm, status);
+        msh_solo_exit();
+        return rc;
+    }
     for (;;) {
         int flag = 0;
         msh_vci_lock(rt.vci);
@@ -271,6 +368,11 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    if (msh_solo_enter()) {
+        rc = PMPI_Mprobe(source, tag, rt.comm, message, status);
+        msh_solo_exit();
+        return rc;
+    }
     for (;;) {
         int flag = 0;
         msh_vci_lock(rt.vci);
@@ -294,6 +396,11 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
 {
     if (!msh_on())
         return PMPI_Imrecv(buf, count, dt, message, req);
+    if (msh_solo_enter()) {
+        int rc = PMPI_Imrecv(buf, count, dt, message, req);
+        msh_solo_exit();
+        return rc;
+    }
     msh_vci *v = message_vci();
     msh_request *r = msh_post_begin(v);
     if (!r)
@@ -306,6 +413,11 @@ MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *mes
 {
     if (!msh_on())
         return PMPI_Mrecv(buf, count, dt, message, status);
+    if (msh_solo_enter()) {
+        int rc = PMPI_Mrecv(buf, count, dt, message, status);
+        msh_solo_exit();
+        return rc;
+    }
     MPI_Request req;
     return wait_one(MPI_Imrecv(buf, count, dt, message, &req), &req, status);
 }

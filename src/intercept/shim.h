@@ -18,6 +18,39 @@
 extern int msh_on_flag;
 static inline int msh_on(void) { return MSH_LIKELY(msh_on_flag); }
 
+/* Solo fast path. While one thread at a time uses MPI, the runtime has
+ * nothing to arbitrate: that thread's calls go straight to the (MPI_THREAD_
+ * MULTIPLE) host, so a single-threaded phase costs what the host costs. The
+ * thread that finds another thread inside a solo call switches the process
+ * to the shared path for good. Ownership passes between threads that take
+ * turns (a main thread's barrier between workers' phases). This is a
+ * heuristic: two threads briefly both solo is legal for the host, only
+ * slower. Off with MPISHIM_SOLO=0 and whenever the shim serializes the host.
+ * Requests made on the solo path are host requests, which every completion
+ * call accepts. */
+extern _Atomic int msh_solo_on;
+extern _Atomic uintptr_t msh_solo_owner;
+extern _Atomic int msh_solo_busy;
+extern MSH_TLS char msh_solo_token; /* its address names the thread */
+int msh_solo_claim(void);
+void msh_solo_off(void);             /* for good */
+void msh_solo_start(int serialized); /* at init */
+
+static inline int msh_solo_enter(void)
+{
+    if (MSH_LIKELY(!atomic_load_explicit(&msh_solo_on, memory_order_relaxed)))
+        return 0;
+    if (MSH_UNLIKELY(atomic_load_explicit(&msh_solo_owner, memory_order_relaxed) != (uintptr_t)&msh_solo_token))
+        return msh_solo_claim();
+    atomic_store_explicit(&msh_solo_busy, 1, memory_order_relaxed);
+    return 1;
+}
+
+static inline void msh_solo_exit(void)
+{
+    atomic_store_explicit(&msh_solo_busy, 0, memory_order_release);
+}
+
 /* Report err through c's error handler and return it (design brief rule 8). */
 static inline int msh_comm_error(MPI_Comm c, int err)
 {

@@ -25,7 +25,7 @@ static _Atomic(comm_table *) table;
 static pthread_mutex_t table_mtx = PTHREAD_MUTEX_INITIALIZER;
 static _Atomic int next_home;
 
-_Thread_local int msh_thread_vci = -1;
+MSH_TLS int msh_thread_vci = -1;
 static _Atomic int next_thread_vci;
 
 int msh_thread_vci_assign(void)

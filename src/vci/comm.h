@@ -78,7 +78,7 @@ typedef struct msh_route {
     MPI_Comm comm;  /* host communicator the operation goes to */
 } msh_route;
 
-extern _Thread_local int msh_thread_vci;
+extern MSH_TLS int msh_thread_vci;
 int msh_thread_vci_assign(void);
 
 static inline uint32_t msh_mix(uint32_t x)

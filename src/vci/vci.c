@@ -7,7 +7,7 @@
 #include "core/log.h"
 
 msh_vci_pool msh_pool;
-_Thread_local int msh_host_lock_depth;
+MSH_TLS int msh_host_lock_depth;
 
 /* Cache sizes: refill this many at once; give half back above the limit. */
 #define MSH_CACHE_BATCH 64

@@ -52,7 +52,7 @@ extern msh_vci_pool msh_pool;
 
 /* Threads that currently hold the host lock through a pass-through call
  * (serialized mode): such a thread must progress by itself, never sleep. */
-extern _Thread_local int msh_host_lock_depth;
+extern MSH_TLS int msh_host_lock_depth;
 
 int msh_vci_pool_init(int n, int serialized);
 /* Frees the pool; returns the number of requests still pending (leaked by
