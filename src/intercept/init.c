@@ -36,6 +36,7 @@ static int runtime_start(int serialized)
     /* Duplicates are chosen by hashing modulo the pool size, so every rank
      * must use the same size. */
     PMPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    msh_progress_set_hook(msh_part_sweep, &msh_part_nsetup);
     if (msh_vci_pool_init(n, serialized) != 0 || msh_progress_init() != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;

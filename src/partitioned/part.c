@@ -13,6 +13,7 @@
 #include "mpishim.h"
 
 _Atomic int msh_part_nlive;
+_Atomic int msh_part_nsetup;
 
 /* ------------------------------------------------------------ host access */
 
@@ -31,6 +32,14 @@ static inline void hu(void)
         pthread_mutex_unlock(&msh_pool.host_lock);
     }
 }
+
+/* ------------------------------------------------------------ setup watch list (part.h) */
+
+/* Lock order: a channel's lock, then watch_lock; the sweep holds watch_lock
+ * and only try-locks channels. */
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static msh_request **watch;
+static int nwatch, capwatch;
 
 /* ------------------------------------------------------------ private duplicates */
 
@@ -155,6 +164,11 @@ void msh_part_fini(void)
     pcs = NULL;
     npcs = cappcs = 0;
     pthread_mutex_unlock(&pc_lock);
+    pthread_mutex_lock(&watch_lock);
+    free(watch);
+    watch = NULL;
+    nwatch = capwatch = 0;
+    pthread_mutex_unlock(&watch_lock);
     layer = 0;
 }
 
@@ -192,6 +206,7 @@ typedef struct msh_part {
     long long *hdr;       /* header buffer (leaked if the header is never delivered) */
     MPI_Request hdr_req;
     _Atomic int setup;    /* receiver: header seen, receives created */
+    int watched;          /* in the setup watch list; under watch_lock */
     _Atomic unsigned char *readied; /* sender: per partition, this round */
     int nleft;            /* messages not done this round; under lock */
     int err;              /* first error of the round; under lock */
@@ -201,26 +216,131 @@ typedef struct msh_part {
 
 static _Atomic unsigned next_tag;
 
-static int create_sends(msh_part *p)
+/* Under p->lock: a started receive without its header. */
+static void watch_add(msh_request *r, msh_part *p)
 {
-    for (int m = 0; m < p->nmsg; m++) {
-        part_msg *g = &p->msg[m];
-        int first = m * p->group;
-        g->nparts = p->partitions - first < p->group ? p->partitions - first : p->group;
-        MPI_Count n = p->count * g->nparts;
-        if (n > INT32_MAX)
+    pthread_mutex_lock(&watch_lock);
+    if (!p->watched) {
+        if (nwatch == capwatch) {
+            int ncap = capwatch ? 2 * capwatch : 16;
+            msh_request **n = realloc(watch, sizeof *n * (size_t)ncap);
+            if (!n) {
+                /* Unwatched, the channel still sets up when it is polled. */
+                pthread_mutex_unlock(&watch_lock);
+                return;
+            }
+            watch = n;
+            capwatch = ncap;
+        }
+        watch[nwatch++] = r;
+        p->watched = 1;
+        atomic_fetch_add_explicit(&msh_part_nsetup, 1, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&watch_lock);
+}
+
+/* Under watch_lock. */
+static void watch_drop_locked(int i)
+{
+    ((msh_part *)watch[i]->ext)->watched = 0;
+    watch[i] = watch[--nwatch];
+    atomic_fetch_sub_explicit(&msh_part_nsetup, 1, memory_order_relaxed);
+}
+
+static void watch_remove(msh_request *r)
+{
+    pthread_mutex_lock(&watch_lock);
+    for (int i = 0; i < nwatch; i++)
+        if (watch[i] == r) {
+            watch_drop_locked(i);
+            break;
+        }
+    pthread_mutex_unlock(&watch_lock);
+}
+
+int msh_part_sweep(void)
+{
+    if (pthread_mutex_trylock(&watch_lock) != 0)
+        return 0; /* another thread is sweeping */
+    int n = 0;
+    for (int i = 0; i < nwatch;) {
+        msh_request *r = watch[i];
+        msh_part *p = r->ext;
+        msh_part_progress(r, 0);
+        /* Set up, or finished with an error: no longer ours to watch. */
+        if (atomic_load_explicit(&p->setup, memory_order_acquire) ||
+            atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING) {
+            watch_drop_locked(i);
+            n++;
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&watch_lock);
+    return n;
+}
+
+/* Sender: message m carries sender partitions [m*group, m*group+nparts). */
+static int create_send(msh_part *p, int m)
+{
+    part_msg *g = &p->msg[m];
+    int first = m * p->group;
+    g->nparts = p->partitions - first < p->group ? p->partitions - first : p->group;
+    MPI_Count n = p->count * g->nparts;
+    if (n > INT32_MAX)
+        return MPI_ERR_COUNT;
+    return PMPI_Send_init(p->buf + (MPI_Aint)first * p->count * p->extent, (int)n, p->dtype, p->peer,
+                          p->tag_base + m, p->data, &g->host);
+}
+
+/* Receiver: message m by byte ranges of the sender's plan. Data beyond the
+ * buffer is received short, so the host reports MPI_ERR_TRUNCATE for it. */
+static int create_recv(msh_part *p, int m)
+{
+    MPI_Count cap = (MPI_Count)p->partitions * p->count * p->tsize;
+    MPI_Count off = (MPI_Count)m * p->msg_bytes;
+    MPI_Count len = m == p->nmsg - 1 ? p->total - off : p->msg_bytes;
+    MPI_Count fit = off >= cap ? 0 : (cap - off < len ? cap - off : len);
+    if (p->contig || p->tsize == 0) {
+        if (fit > INT32_MAX)
             return MPI_ERR_COUNT;
-        int rc = PMPI_Send_init(p->buf + (MPI_Aint)first * p->count * p->extent, (int)n, p->dtype, p->peer,
-                                p->tag_base + m, p->data, &g->host);
+        return PMPI_Recv_init(p->buf + (fit ? off : 0), (int)fit, MPI_BYTE, p->peer, p->tag_base + m, p->data,
+                              &p->msg[m].host);
+    }
+    if (off % p->tsize || fit % p->tsize)
+        return MPI_ERR_TYPE; /* a message would split an element of this type */
+    MPI_Count n = fit / p->tsize;
+    if (n > INT32_MAX)
+        return MPI_ERR_COUNT;
+    return PMPI_Recv_init(p->buf + (MPI_Aint)(off / p->tsize) * p->extent, (int)n, p->dtype, p->peer,
+                          p->tag_base + m, p->data, &p->msg[m].host);
+}
+
+static int create_msgs(msh_part *p)
+{
+    for (int m = 0; m < p->nmsg; m++)
+        p->msg[m].host = MPI_REQUEST_NULL; /* what part_destroy skips if a creation fails */
+    for (int m = 0; m < p->nmsg; m++) {
+        int rc = p->send ? create_send(p, m) : create_recv(p, m);
         if (rc != MPI_SUCCESS)
             return rc;
     }
     return MPI_SUCCESS;
 }
 
-/* Receiver, under p->lock: the header has arrived; create the receives by
- * byte ranges of the sender's plan. Data beyond the buffer is received
- * short, so the host reports MPI_ERR_TRUNCATE for it. */
+/* Open MPI 4.1 frees a persistent request whose completion call reports an
+ * error (the handle becomes MPI_REQUEST_NULL, and MPI_Start then fails with
+ * MPI_ERR_REQUEST): make such messages again before the next round. */
+static int remake_freed_msgs(msh_part *p)
+{
+    int rc = MPI_SUCCESS;
+    for (int m = 0; m < p->nmsg && rc == MPI_SUCCESS; m++)
+        if (p->msg[m].host == MPI_REQUEST_NULL)
+            rc = p->send ? create_send(p, m) : create_recv(p, m);
+    return rc;
+}
+
+/* Receiver, under p->lock: the header has arrived; plan the receives. */
 static int create_recvs(msh_part *p, const MPI_Status *hst)
 {
     if (p->peer == MPI_PROC_NULL || hst->MPI_SOURCE == MPI_PROC_NULL) {
@@ -240,30 +360,7 @@ static int create_recvs(msh_part *p, const MPI_Status *hst)
     p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
     if (!p->msg)
         return MPI_ERR_NO_MEM;
-    MPI_Count cap = (MPI_Count)p->partitions * p->count * p->tsize;
-    for (int m = 0; m < p->nmsg; m++) {
-        MPI_Count off = (MPI_Count)m * p->msg_bytes;
-        MPI_Count len = m == p->nmsg - 1 ? p->total - off : p->msg_bytes;
-        MPI_Count fit = off >= cap ? 0 : (cap - off < len ? cap - off : len);
-        int rc;
-        if (p->contig || p->tsize == 0) {
-            if (fit > INT32_MAX)
-                return MPI_ERR_COUNT;
-            rc = PMPI_Recv_init(p->buf + (fit ? off : 0), (int)fit, MPI_BYTE, p->peer, p->tag_base + m, p->data,
-                                &p->msg[m].host);
-        } else {
-            if (off % p->tsize || fit % p->tsize)
-                return MPI_ERR_TYPE; /* a message would split an element of this type */
-            MPI_Count n = fit / p->tsize;
-            if (n > INT32_MAX)
-                return MPI_ERR_COUNT;
-            rc = PMPI_Recv_init(p->buf + (MPI_Aint)(off / p->tsize) * p->extent, (int)n, p->dtype, p->peer,
-                                p->tag_base + m, p->data, &p->msg[m].host);
-        }
-        if (rc != MPI_SUCCESS)
-            return rc;
-    }
-    return MPI_SUCCESS;
+    return create_msgs(p);
 }
 
 static void start_msgs(msh_part *p)
@@ -477,7 +574,7 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
                 rc = MPI_ERR_NO_MEM;
         }
         if (rc == MPI_SUCCESS)
-            rc = create_sends(p);
+            rc = create_msgs(p);
         if (rc == MPI_SUCCESS) {
             hdr[0] = HDR_MAGIC;
             hdr[1] = partitions;
@@ -544,11 +641,22 @@ int msh_part_start(msh_request *r)
         for (int i = 0; i < p->partitions; i++)
             atomic_store_explicit(&p->readied[i], 0, memory_order_relaxed);
     p->nleft = p->nmsg;
+    if (p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) {
+        hl();
+        int rc = remake_freed_msgs(p);
+        hu();
+        if (rc != MPI_SUCCESS) {
+            pthread_mutex_unlock(&p->lock);
+            return msh_comm_error(p->comm, rc);
+        }
+    }
     atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
     if (!p->send && atomic_load_explicit(&p->setup, memory_order_relaxed)) {
         hl();
         start_msgs(p);
         hu();
+    } else if (!p->send) {
+        watch_add(r, p);
     }
     if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
         finish_round(r, p);
@@ -583,6 +691,8 @@ int msh_part_free(msh_request *r, MPI_Request *handle)
     msh_part *p = r->ext;
     if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
         return msh_comm_error(p->comm, MPI_ERR_REQUEST); /* active: free it after completion */
+    if (!p->send)
+        watch_remove(r); /* finished with an error before any sweep saw it */
     hl();
     if (p->hdr_req != MPI_REQUEST_NULL) {
         int f = 0;

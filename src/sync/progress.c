@@ -160,10 +160,24 @@ int msh_progress_poll(msh_vci *v, int blocking)
     return outcount;
 }
 
+static int (*hook_fn)(void);
+static _Atomic int *hook_wanted;
+
+void msh_progress_set_hook(int (*fn)(void), _Atomic int *wanted)
+{
+    hook_fn = fn;
+    hook_wanted = wanted;
+}
+
+static inline int poll_hook(void)
+{
+    return hook_wanted && MSH_UNLIKELY(atomic_load_explicit(hook_wanted, memory_order_relaxed)) ? hook_fn() : 0;
+}
+
 /* One pass over every VCI. */
 static int poll_all(int blocking)
 {
-    int n = 0;
+    int n = poll_hook();
     for (int i = 0; i < msh_pool.n; i++)
         n += msh_progress_poll(&msh_pool.v[i], blocking);
     return n;
@@ -174,7 +188,7 @@ static int poll_domain(int d, unsigned *misses)
 {
     if (msh_cfg.progress != MSH_PROGRESS_VCI)
         return poll_all(1);
-    int n = msh_progress_poll(&msh_pool.v[d], 1);
+    int n = msh_progress_poll(&msh_pool.v[d], 1) + poll_hook();
     if (n == 0 && ++*misses % (unsigned)msh_cfg.sweep_polls == 0)
         n = poll_all(0); /* the sweep: no VCI waits for its own waiter forever */
     if (n)

@@ -48,6 +48,11 @@ typedef struct msh_domain {
     msh_domain_stats st;    /* under mtx */
 } msh_domain;
 
+/* Progress a layer above needs from every poller: while *wanted is
+ * non-zero, pollers also call fn (the partitioned layer's receives still
+ * waiting for their header). Set before msh_progress_init. */
+void msh_progress_set_hook(int (*fn)(void), _Atomic int *wanted);
+
 int msh_progress_init(void);   /* after the VCI pool */
 void msh_progress_fini(void);  /* stops the progress thread, if any */
 int msh_progress_ndomains(void);
