@@ -162,7 +162,8 @@ def blocking_via_nonblocking(ret, n, plist, args, params, twin):
             "        MPI_Request q_;\n"
             "        int s_ = P%s(%s);\n"
             "        if (s_ == MPI_SUCCESS)\n"
-            "            s_ = PMPI_Wait(&q_, MPI_STATUS_IGNORE);\n"
+            "            s_ = msh_part_setup_pending() ? msh_host_wait(&q_, MPI_STATUS_IGNORE)\n"
+            "                                          : PMPI_Wait(&q_, MPI_STATUS_IGNORE);\n"
             "        msh_solo_exit();\n"
             "        return s_;\n"
             "    }\n"
@@ -244,7 +245,7 @@ def main():
         for n, why in skipped:
             f.write("/* skipped %s: %s */\n" % (n, why))
         f.write("#include <mpi.h>\n#include \"core/common.h\"\n#include \"intercept/passthru.h\"\n"
-                "#include \"intercept/shim.h\"\n\n")
+                "#include \"intercept/shim.h\"\n#include \"partitioned/part.h\"\n\n")
         f.write("".join(body))
         f.write("const char *const msh_passthru_names[] = {\n")
         for n in wrapped:

@@ -169,10 +169,25 @@ static inline void host_unlock(void)
         pthread_mutex_unlock(&msh_pool.host_lock);
 }
 
-static void idle(void)
+void msh_idle(void)
 {
+    if (msh_part_setup_pending() && msh_part_sweep() > 0)
+        return;
     if (!msh_on() || msh_progress_try(0) == 0)
         sched_yield();
+}
+
+int msh_host_wait(MPI_Request *req, MPI_Status *status)
+{
+    for (;;) {
+        int f = 0;
+        host_lock();
+        int rc = PMPI_Test(req, &f, status);
+        host_unlock();
+        if (rc != MPI_SUCCESS || f)
+            return rc;
+        msh_idle();
+    }
 }
 
 /* Shim requests may exist: the runtime is on, or partitioned channels are
@@ -257,7 +272,7 @@ static void wait_shim(int n, MPI_Request reqs[], wait_mode mode)
                 }
                 if (pend == 0 || (mode != WAIT_ALL && done))
                     return;
-                idle();
+                msh_idle();
             }
         }
     }
@@ -333,20 +348,22 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
 #endif
     if (nshim == 0 && nhost > 0 && host_whole) {
         int solo = msh_on() && msh_solo_enter();
+        /* Block in the host only when nothing else needs this thread. */
+        int host_blocks = blocking && !msh_pool.serialized && !msh_part_setup_pending();
         for (;;) {
             int rc, f = 0;
             host_lock();
             switch (mode) {
             case WAIT_ALL:
-                rc = blocking && !msh_pool.serialized ? (f = 1, PMPI_Waitall(n, reqs, statuses))
+                rc = host_blocks ? (f = 1, PMPI_Waitall(n, reqs, statuses))
                                                       : PMPI_Testall(n, reqs, &f, statuses);
                 break;
             case WAIT_ANY:
-                rc = blocking && !msh_pool.serialized ? (f = 1, PMPI_Waitany(n, reqs, index, statuses))
+                rc = host_blocks ? (f = 1, PMPI_Waitany(n, reqs, index, statuses))
                                                       : PMPI_Testany(n, reqs, index, &f, statuses);
                 break;
             default:
-                rc = blocking && !msh_pool.serialized ? PMPI_Waitsome(n, reqs, outcount, indices, statuses)
+                rc = host_blocks ? PMPI_Waitsome(n, reqs, outcount, indices, statuses)
                                                       : PMPI_Testsome(n, reqs, outcount, indices, statuses);
                 f = *outcount != 0;
                 break;
@@ -359,7 +376,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                     msh_solo_exit();
                 return rc;
             }
-            idle();
+            msh_idle();
         }
     }
 
@@ -396,7 +413,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
      * Testsome said MPI_UNDEFINED), which with no active shim request makes
      * the call return MPI_UNDEFINED. */
     int rc = MPI_SUCCESS, satisfied = 0, host_done = 0, host_any = MPI_UNDEFINED, host_some = 0, host_idle = 0;
-    if (nshim_pending && !blocking)
+    if (nshim_pending && !blocking && msh_on()) /* partitioned requests exist without the runtime */
         msh_progress_try(first_pending_vci);
     for (;;) {
         int shim_done = 0, shim_pending = 0, part_pending = 0;
@@ -443,7 +460,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
         if (h.n == 0 && part_pending == 0)
             wait_shim(n, reqs, mode);
         else
-            idle();
+            msh_idle();
     }
     if (flag)
         *flag = satisfied;
@@ -539,22 +556,15 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
         return PMPI_Wait(req, status);
     msh_request *r = msh_req_of(*req);
     if (!r) {
-        if (msh_on() && *req != MPI_REQUEST_NULL && msh_solo_enter()) {
-            int rc = PMPI_Wait(req, status);
+        if (*req == MPI_REQUEST_NULL)
+            return PMPI_Wait(req, status);
+        int poll = msh_part_setup_pending();
+        if (msh_on() && msh_solo_enter()) {
+            int rc = poll ? msh_host_wait(req, status) : PMPI_Wait(req, status);
             msh_solo_exit();
             return rc;
         }
-        if (!msh_pool.serialized || *req == MPI_REQUEST_NULL)
-            return PMPI_Wait(req, status);
-        for (;;) {
-            int f = 0;
-            host_lock();
-            int rc = PMPI_Test(req, &f, status);
-            host_unlock();
-            if (rc != MPI_SUCCESS || f)
-                return rc;
-            idle();
-        }
+        return msh_pool.serialized || poll ? msh_host_wait(req, status) : PMPI_Wait(req, status);
     }
     int st = atomic_load_explicit(&r->state, memory_order_acquire);
     if (st == MSH_REQ_INACTIVE) {
@@ -566,7 +576,7 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
     }
     if (r->kind == MSH_KIND_PART) {
         while (!msh_part_progress(r, 1))
-            idle();
+            msh_idle();
         return msh_part_retire(r, status);
     }
     msh_req_wait_complete(r);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "intercept/shim.h"
+#include "partitioned/part.h"
 
 typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 
@@ -32,6 +33,91 @@ static int solo_post_send(send_op op, int persistent, const void *buf, int count
     case OP_RSEND: return PMPI_Rsend_init(buf, count, dt, dest, tag, c, req);
     default:       return PMPI_Send_init(buf, count, dt, dest, tag, c, req);
     }
+}
+
+/* The forwarding paths (runtime off, or solo) make blocking host calls,
+ * except while a partitioned receive waits for its header: then the
+ * nonblocking call and a wait that sweeps (part.h, MPI's progress rule). */
+static int fwd_send(send_op op, const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm c)
+{
+    if (MSH_UNLIKELY(msh_part_setup_pending())) {
+        MPI_Request q;
+        int rc = solo_post_send(op, 0, buf, count, dt, dest, tag, c, &q);
+        return rc == MPI_SUCCESS ? msh_host_wait(&q, MPI_STATUS_IGNORE) : rc;
+    }
+    switch (op) {
+    case OP_SSEND: return PMPI_Ssend(buf, count, dt, dest, tag, c);
+    case OP_BSEND: return PMPI_Bsend(buf, count, dt, dest, tag, c);
+    case OP_RSEND: return PMPI_Rsend(buf, count, dt, dest, tag, c);
+    default:       return PMPI_Send(buf, count, dt, dest, tag, c);
+    }
+}
+
+static int fwd_recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm c, MPI_Status *status)
+{
+    if (MSH_LIKELY(!msh_part_setup_pending()))
+        return PMPI_Recv(buf, count, dt, source, tag, c, status);
+    MPI_Request q;
+    int rc = PMPI_Irecv(buf, count, dt, source, tag, c, &q);
+    return rc == MPI_SUCCESS ? msh_host_wait(&q, status) : rc;
+}
+
+/* Send on sc, receive on rc_comm (the routes may differ on the solo path). */
+static int fwd_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                        MPI_Comm sc, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                        MPI_Comm rcomm, MPI_Status *status)
+{
+    int poll = msh_part_setup_pending();
+    if (sc == rcomm && !poll)
+        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                             recvtag, sc, status);
+    MPI_Request q[2];
+    MPI_Status st[2];
+    int rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, rcomm, &q[0]);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, sc, &q[1]);
+    if (rc != MPI_SUCCESS) {
+        PMPI_Cancel(&q[0]);
+        PMPI_Wait(&q[0], MPI_STATUS_IGNORE);
+        return rc;
+    }
+    if (poll) {
+        int rs = msh_host_wait(&q[1], &st[1]);
+        rc = msh_host_wait(&q[0], &st[0]);
+        if (rs != MPI_SUCCESS)
+            rc = rs;
+    } else {
+        rc = PMPI_Waitall(2, q, st);
+        if (rc == MPI_ERR_IN_STATUS)
+            rc = st[1].MPI_ERROR != MPI_SUCCESS ? st[1].MPI_ERROR : st[0].MPI_ERROR;
+    }
+    if (status != MPI_STATUS_IGNORE)
+        *status = st[0];
+    return rc;
+}
+
+static int fwd_probe(int source, int tag, MPI_Comm c, MPI_Message *message, MPI_Status *status)
+{
+    if (MSH_LIKELY(!msh_part_setup_pending()))
+        return message ? PMPI_Mprobe(source, tag, c, message, status) : PMPI_Probe(source, tag, c, status);
+    for (;;) {
+        int flag = 0;
+        int rc = message ? PMPI_Improbe(source, tag, c, &flag, message, status)
+                         : PMPI_Iprobe(source, tag, c, &flag, status);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        msh_idle();
+    }
+}
+
+static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
+{
+    if (MSH_LIKELY(!msh_part_setup_pending()))
+        return PMPI_Mrecv(buf, count, dt, message, status);
+    MPI_Request q;
+    int rc = PMPI_Imrecv(buf, count, dt, message, &q);
+    return rc == MPI_SUCCESS ? msh_host_wait(&q, status) : rc;
 }
 
 static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
@@ -146,9 +232,9 @@ static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
     MSH_EXPORT int MPI_##NAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) \
     {                                                                                                       \
         if (!msh_on())                                                                                      \
-            return PMPI_##NAME(buf, count, dt, dest, tag, comm);                                            \
+            return fwd_send(OP, buf, count, dt, dest, tag, comm);                                           \
         if (msh_solo_enter()) {                                                                             \
-            int rc_ = PMPI_##NAME(buf, count, dt, dest, tag, send_route(comm, dest, tag));                  \
+            int rc_ = fwd_send(OP, buf, count, dt, dest, tag, send_route(comm, dest, tag));                 \
             msh_solo_exit();                                                                                \
             return rc_;                                                                                     \
         }                                                                                                   \
@@ -181,14 +267,14 @@ MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int t
                         MPI_Status *status)
 {
     if (!msh_on())
-        return PMPI_Recv(buf, count, dt, source, tag, comm, status);
+        return fwd_recv(buf, count, dt, source, tag, comm, status);
     if (msh_solo_enter()) {
         msh_comm *mc = msh_comm_lookup(comm);
         int rc = msh_check_wildcards(comm, mc, source, tag);
         if (rc == MPI_SUCCESS) {
             msh_route rt;
             msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-            rc = PMPI_Recv(buf, count, dt, source, tag, rt.comm, status);
+            rc = fwd_recv(buf, count, dt, source, tag, rt.comm, status);
         }
         msh_solo_exit();
         return rc;
@@ -218,8 +304,8 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
                             MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
-        return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-                             recvtag, comm, status);
+        return fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, comm, recvbuf, recvcount, recvtype, source,
+                            recvtag, comm, status);
     if (msh_solo_enter()) {
         msh_comm *mc = msh_comm_lookup(comm);
         int rc = msh_check_wildcards(comm, mc, source, recvtag);
@@ -227,27 +313,8 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
             msh_route rr_, sr_;
             msh_route_of(comm, mc, source, my_rank(mc), recvtag, &rr_);
             msh_route_of(comm, mc, my_rank(mc), dest, sendtag, &sr_);
-            if (rr_.comm == sr_.comm) {
-                rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-                                   recvtag, rr_.comm, status);
-            } else {
-                MPI_Request q[2];
-                MPI_Status st[2];
-                rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, rr_.comm, &q[0]);
-                if (rc == MPI_SUCCESS) {
-                    rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, sr_.comm, &q[1]);
-                    if (rc != MPI_SUCCESS) {
-                        PMPI_Cancel(&q[0]);
-                        PMPI_Wait(&q[0], MPI_STATUS_IGNORE);
-                    } else {
-                        rc = PMPI_Waitall(2, q, st);
-                        if (rc == MPI_ERR_IN_STATUS)
-                            rc = st[1].MPI_ERROR != MPI_SUCCESS ? st[1].MPI_ERROR : st[0].MPI_ERROR;
-                        if (status != MPI_STATUS_IGNORE)
-                            *status = st[0];
-                    }
-                }
-            }
+            rc = fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, sr_.comm, recvbuf, recvcount, recvtype,
+                              source, recvtag, rr_.comm, status);
         }
         msh_solo_exit();
         return rc;
@@ -318,7 +385,7 @@ MSH_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Sta
 MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
-        return PMPI_Probe(source, tag, comm, status);
+        return fwd_probe(source, tag, comm, NULL, status);
     msh_comm *mc = msh_comm_lookup(comm);
     int rc = msh_check_wildcards(comm, mc, source, tag);
     if (rc != MPI_SUCCESS)
@@ -326,7 +393,7 @@ MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
     if (msh_solo_enter()) {
-        rc = PMPI_Probe(source, tag, rt.comm, status);
+        rc = fwd_probe(source, tag, rt.comm, NULL, status);
         msh_solo_exit();
         return rc;
     }
@@ -361,7 +428,7 @@ MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Me
 MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
 {
     if (!msh_on())
-        return PMPI_Mprobe(source, tag, comm, message, status);
+        return fwd_probe(source, tag, comm, message, status);
     msh_comm *mc = msh_comm_lookup(comm);
     int rc = msh_check_wildcards(comm, mc, source, tag);
     if (rc != MPI_SUCCESS)
@@ -369,7 +436,7 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
     if (msh_solo_enter()) {
-        rc = PMPI_Mprobe(source, tag, rt.comm, message, status);
+        rc = fwd_probe(source, tag, rt.comm, message, status);
         msh_solo_exit();
         return rc;
     }
@@ -412,9 +479,9 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
 MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
 {
     if (!msh_on())
-        return PMPI_Mrecv(buf, count, dt, message, status);
+        return fwd_mrecv(buf, count, dt, message, status);
     if (msh_solo_enter()) {
-        int rc = PMPI_Mrecv(buf, count, dt, message, status);
+        int rc = fwd_mrecv(buf, count, dt, message, status);
         msh_solo_exit();
         return rc;
     }

@@ -92,6 +92,16 @@ static inline void msh_status_out(MPI_Status *dst, const MPI_Status *src, int mu
  * MPI_REQUEST_NULL unless persistent. Returns the request's error code. */
 int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi);
 
+/* One round of waiting that does not block in the host: advance
+ * partitioned receives still waiting for their header (part.h), poll the
+ * runtime's progress, or give the core away. */
+void msh_idle(void);
+
+/* Wait for a host request by testing it (under the host lock when the host
+ * is serialized) and idling between tests. For forwarded blocking calls
+ * while msh_part_setup_pending(): the host must not block then. */
+int msh_host_wait(MPI_Request *req, MPI_Status *status);
+
 /* Wait for one shim request the sync-object way. */
 void msh_req_wait_complete(msh_request *r);
 
