@@ -114,6 +114,10 @@ MSH_EXPORT int MPI_Pready_list(int length, PLIST_CONST int array_of_partitions[]
 
 MSH_EXPORT int MPI_Parrived(MPI_Request request, int partition, int *flag)
 {
+    if (request == MPI_REQUEST_NULL && msh_part_layer_on()) {
+        *flag = 1; /* MPI 4.0 sec. 4.2.2: a null request has arrived */
+        return MPI_SUCCESS;
+    }
 #if MPI_VERSION >= 4
     if (!msh_req_is_part(msh_req_of(request)))
         return PMPI_Parrived(request, partition, flag);
