@@ -10,7 +10,8 @@
 # (only cases whose name matches this grep -E pattern). Each case's output
 # is in build/test-logs/.
 # Every case runs under a timeout, so a hang fails instead of stalling.
-# Ends with the line "N passed, N failed"; exits non-zero on any failure.
+# Ends with the line "N passed, N failed, N skipped"; exits non-zero on any
+# failure. A case whose program prints a "SKIP name: why" line is skipped.
 set -u
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +29,7 @@ rm -rf "$logdir"
 mkdir -p "$logdir"
 passed=0
 failed=0
+skipped=0
 failed_names=()
 
 # Open MPI refuses root without these; harmless elsewhere.
@@ -53,7 +55,10 @@ run_case() {
     else
         why=$("$check" "$rc" "$log")
     fi
-    if [ -z "$why" ]; then
+    if [ -z "$why" ] && grep -qE '^SKIP ' "$log"; then
+        skipped=$((skipped + 1))
+        printf 'SKIP %-58s %3ds  %s\n' "$name" $((SECONDS - t0)) "$(grep -m1 -E '^SKIP ' "$log" | cut -d' ' -f3-)"
+    elif [ -z "$why" ]; then
         passed=$((passed + 1))
         # Tests accept a few documented host bugs (testutil.h) and say so.
         local dev
@@ -155,6 +160,12 @@ for host in "${hosts[@]}"; do
                 env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_SOLO=0 \
                 "${launch[@]}" -np $np "$t"
         done
+        # Not under ThreadSanitizer: while the process leaves solo mode, one
+        # thread's direct host call can deliver another thread's message, and
+        # only the host's own (uninstrumented) atomics then order that write
+        # before the owner's reads of its buffer: TSan reports the program's
+        # reads (seen with Open MPI 4.1, mt_basic; the data was right).
+        [ "$variant" = tsan ] ||
         run_case "$host $name np2 shim, solo fast path" expect_ok \
             env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 \
             "${launch[@]}" -np 2 "$t"
@@ -224,5 +235,5 @@ if [ $failed -gt 0 ]; then
     echo "failed cases (logs in $logdir):"
     printf '  %s\n' "${failed_names[@]}"
 fi
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]
