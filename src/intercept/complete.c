@@ -550,6 +550,9 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
 
 /* ------------------------------------------------------------ single requests */
 
+/* Polls of a partitioned request before its waiter starts idling. */
+#define MSH_PART_SPIN_POLLS 256
+
 MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
 {
     if (!shim_reqs())
@@ -575,8 +578,11 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
         return MPI_SUCCESS;
     }
     if (r->kind == MSH_KIND_PART) {
-        while (!msh_part_progress(r, 1))
-            msh_idle();
+        /* Poll a while before idling: a short message is often in within a
+         * few polls, and giving the core away costs more than that. */
+        for (unsigned polls = 0; !msh_part_progress(r, 1); polls++)
+            if (polls >= MSH_PART_SPIN_POLLS)
+                msh_idle();
         return msh_part_retire(r, status);
     }
     msh_req_wait_complete(r);
