@@ -11,22 +11,6 @@
 
 static int rank, size, left, right;
 
-/* An undetected bad argument in a blocking receive would hang: turn that
- * into a clear failure instead of a timeout. */
-static const char *volatile step = "start";
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    const char *s = step;
-    static const char pre[] = "FAIL errors.c: watchdog: hung in step: ";
-    ssize_t w = write(2, pre, sizeof pre - 1);
-    w = write(2, s, strlen(s));
-    w = write(2, "\n", 1);
-    (void)w;
-    _exit(1);
-}
-
 static void expect_class(int rc, int want, const char *want_name, const char *what)
 {
     int cls = -1, len = -1;
@@ -42,7 +26,7 @@ static void expect_class(int rc, int want, const char *want_name, const char *wh
 }
 #define EXPECT(call, cls, what)                         \
     do {                                                \
-        step = what;                                    \
+        test_step = what;                                    \
         expect_class((call), (cls), #cls, (what));      \
     } while (0)
 
@@ -97,7 +81,7 @@ static void classes(void)
     /* MPI_COMM_SELF has its own handler: errors there must return too */
     EXPECT(MPI_Send(buf, 1, MPI_INT, 1, 0, MPI_COMM_SELF), MPI_ERR_RANK,
            "Send to rank 1 on MPI_COMM_SELF");
-    step = "classes done";
+    test_step = "classes done";
 }
 
 static void error_strings(void)
@@ -126,7 +110,7 @@ static void user_handler(void)
     CHECK_MPI(MPI_Comm_create_errhandler(my_handler, &eh));
     CHECK_MPI(MPI_Comm_set_errhandler(dup, eh));
 
-    step = "Send to rank=size on dup with user handler";
+    test_step = "Send to rank=size on dup with user handler";
     int rc = MPI_Send(&buf, 1, MPI_INT, size, 0, dup);
     CHECK(handler_calls == 1, "user error handler called %d times, expected 1", handler_calls);
     CHECK_MPI(MPI_Error_class(handler_code, &cls));
@@ -169,8 +153,7 @@ int main(int argc, char **argv)
     right = (rank + 1) % size;
     left = (rank - 1 + size) % size;
 
-    signal(SIGALRM, on_alarm);
-    alarm(20);
+    test_watchdog("errors.c", 20);
 
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
@@ -187,7 +170,7 @@ int main(int argc, char **argv)
     {
         int v[2] = {rank, 4242}, g[2] = {-1, -1}, flag = 1;
         MPI_Status st;
-        step = "final exchange";
+        test_step = "final exchange";
         CHECK_MPI(MPI_Sendrecv(v, 2, MPI_INT, right, 0, g, 2, MPI_INT, left, 0, MPI_COMM_WORLD,
                                &st));
         CHECK(g[0] == left && g[1] == 4242 && st.MPI_SOURCE == left && st.MPI_TAG == 0,
@@ -199,7 +182,7 @@ int main(int argc, char **argv)
               st.MPI_SOURCE, st.MPI_TAG);
     }
 
-    alarm(0);
+    test_watchdog("errors.c", 0);
     test_finish("errors");
     return 0;
 }

@@ -74,21 +74,6 @@ static MPI_Comm comm;
 #define HOST_MPICH40 0
 #endif
 
-/* A hang fails with the step it hung in instead of a bare timeout. */
-static const char *volatile step = "start";
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    const char *s = step;
-    static const char pre[] = "FAIL part_errors.c: watchdog: hung in step: ";
-    ssize_t w = write(2, pre, sizeof pre - 1);
-    w = write(2, s, strlen(s));
-    w = write(2, "\n", 1);
-    (void)w;
-    _exit(1);
-}
-
 /* The calls reach the host's own partitioned implementation: only then is
  * a host deviation acceptable. */
 static int native_host(void)
@@ -132,7 +117,7 @@ static int expect_(int rc, int want, const char *want_name, int dev, const char 
 }
 #define EXPECT(call, cls, dev, what)                        \
     do {                                                    \
-        step = (what);                                      \
+        test_step = (what);                                      \
         expect_((call), (cls), #cls, (dev), (what));        \
     } while (0)
 
@@ -147,7 +132,7 @@ static int word(int src, int tag, int round, int i)
 static void parrived_inactive(MPI_Request r, const char *what)
 {
     int flag = 0, rc;
-    step = what;
+    test_step = what;
     rc = MPI_Parrived(r, 0, &flag);
     if (rc != MPI_SUCCESS && native_host() && class_of(rc) == MPI_ERR_REQUEST) {
         char msg[200];
@@ -183,18 +168,18 @@ static void init_errors(void)
     MPI_Request r = MPI_REQUEST_NULL;
     int rc;
 
-    step = "MPI_Precv_init with MPI_ANY_SOURCE";
+    test_step = "MPI_Precv_init with MPI_ANY_SOURCE";
     rc = MPI_Precv_init(buf, 1, 4, MPI_INT, MPI_ANY_SOURCE, 50, comm, MPI_INFO_NULL, &r);
-    expect_(rc, MPI_ERR_RANK, "MPI_ERR_RANK", -1, step);
-    step = "MPI_Precv_init with MPI_ANY_TAG";
+    expect_(rc, MPI_ERR_RANK, "MPI_ERR_RANK", -1, test_step);
+    test_step = "MPI_Precv_init with MPI_ANY_TAG";
     rc = MPI_Precv_init(buf, 1, 4, MPI_INT, peer, MPI_ANY_TAG, comm, MPI_INFO_NULL, &r);
-    expect_(rc, MPI_ERR_TAG, "MPI_ERR_TAG", -1, step);
-    step = "MPI_Psend_init to rank = size";
+    expect_(rc, MPI_ERR_TAG, "MPI_ERR_TAG", -1, test_step);
+    test_step = "MPI_Psend_init to rank = size";
     rc = MPI_Psend_init(buf, 1, 4, MPI_INT, size, 50, comm, MPI_INFO_NULL, &r);
-    expect_(rc, MPI_ERR_RANK, "MPI_ERR_RANK", -1, step);
-    step = "MPI_Psend_init with tag -5";
+    expect_(rc, MPI_ERR_RANK, "MPI_ERR_RANK", -1, test_step);
+    test_step = "MPI_Psend_init with tag -5";
     rc = MPI_Psend_init(buf, 1, 4, MPI_INT, peer, -5, comm, MPI_INFO_NULL, &r);
-    expect_(rc, MPI_ERR_TAG, "MPI_ERR_TAG", -1, step);
+    expect_(rc, MPI_ERR_TAG, "MPI_ERR_TAG", -1, test_step);
 }
 
 static void main_channel(void)
@@ -227,7 +212,7 @@ static void main_channel(void)
                 parrived_inactive(MPI_REQUEST_NULL, "MPI_Parrived on MPI_REQUEST_NULL");
         }
 
-        step = "MPI_Start";
+        test_step = "MPI_Start";
         CHECK_MPI(MPI_Start(&r));
         CHECK_MPI(MPI_Start(&s));
 
@@ -256,11 +241,11 @@ static void main_channel(void)
              * the round, and again once everything is ready */
             int twice = !skip_on_native("MPI_Pready twice on one partition aborts (MPIR_Assert "
                                         "incomplete >= 0, mpidig_part.h); not called");
-            step = "MPI_Pready(0)";
+            test_step = "MPI_Pready(0)";
             CHECK_MPI(MPI_Pready(0, s));
             if (twice)
                 EXPECT(MPI_Pready(0, s), MPI_ERR_ARG, -1, "MPI_Pready(0) twice in one round");
-            step = "MPI_Pready_range(1, partitions - 1)";
+            test_step = "MPI_Pready_range(1, partitions - 1)";
             CHECK_MPI(MPI_Pready_range(1, P - 1, s));
             if (twice) {
                 EXPECT(MPI_Pready(P - 1, s), MPI_ERR_ARG, -1, "MPI_Pready(partitions - 1) again, all ready");
@@ -279,7 +264,7 @@ static void main_channel(void)
                 EXPECT(MPI_Request_free(&s), MPI_ERR_REQUEST, -1,
                        "MPI_Request_free of an active send, nothing ready");
                 CHECK(s == keep, "failed MPI_Request_free changed the send handle");
-                step = "MPI_Pready_range after the failed frees";
+                test_step = "MPI_Pready_range after the failed frees";
                 CHECK_MPI(MPI_Pready_range(0, P - 1, s));
                 EXPECT(MPI_Request_free(&s), MPI_ERR_REQUEST, -1,
                        "MPI_Request_free of an active send, all partitions ready");
@@ -290,7 +275,7 @@ static void main_channel(void)
         } else {
             /* a clean round: the channel still works, partitions arrive */
             int left = P, seen[P] = {0};
-            step = "clean round after the errors";
+            test_step = "clean round after the errors";
             for (int p = P - 1; p >= 0; p--)
                 CHECK_MPI(MPI_Pready(p, s));
             while (left > 0)
@@ -306,12 +291,12 @@ static void main_channel(void)
                 }
         }
 
-        step = "MPI_Wait on the receive";
+        test_step = "MPI_Wait on the receive";
         memset(&st, 0x5a, sizeof st);
         CHECK_MPI(MPI_Wait(&r, &st));
         check_status(&st, TAG, P * CNT, "main channel");
         check_data(rb, P * CNT, TAG, round, "main channel");
-        step = "MPI_Wait on the send";
+        test_step = "MPI_Wait on the send";
         CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
         CHECK(s != MPI_REQUEST_NULL && r != MPI_REQUEST_NULL, "completion freed a partitioned request");
 
@@ -321,7 +306,7 @@ static void main_channel(void)
             parrived_inactive(r, "MPI_Parrived on a completed (inactive) receive request");
         }
     }
-    step = "MPI_Request_free of the inactive main channel";
+    test_step = "MPI_Request_free of the inactive main channel";
     CHECK_MPI(MPI_Request_free(&s));
     CHECK_MPI(MPI_Request_free(&r));
     CHECK(s == MPI_REQUEST_NULL && r == MPI_REQUEST_NULL, "MPI_Request_free did not null the handles");
@@ -340,7 +325,7 @@ static void truncation(void)
             sb[i] = word(rank, TAG, round, i);
         for (int i = 0; i < 2 * TRECV + GUARD; i++)
             rb[i] = SENTINEL;
-        step = "truncation: start and ready";
+        test_step = "truncation: start and ready";
         CHECK_MPI(MPI_Start(&r));
         CHECK_MPI(MPI_Start(&s));
         CHECK_MPI(MPI_Pready_range(0, 1, s));
@@ -348,7 +333,7 @@ static void truncation(void)
             MPI_Status st;
             int rc;
             memset(&st, 0x5a, sizeof st);
-            step = "truncation: MPI_Wait on the receive";
+            test_step = "truncation: MPI_Wait on the receive";
             rc = MPI_Wait(&r, &st);
             int cls = expect_(rc, MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE", MPI_ERR_OTHER,
                               "MPI_Wait on a partitioned receive too small for the message");
@@ -358,14 +343,14 @@ static void truncation(void)
             if (cls == MPI_ERR_TRUNCATE && !native_host())
                 expect_(st.MPI_ERROR, MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE", -1,
                         "status.MPI_ERROR after MPI_Wait on a truncated receive");
-            step = "truncation: MPI_Wait on the send";
+            test_step = "truncation: MPI_Wait on the send";
             CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
         } else {
             MPI_Request both[2] = {r, s};
             MPI_Status st[2];
             int rc;
             memset(st, 0x5a, sizeof st);
-            step = "truncation: MPI_Waitall";
+            test_step = "truncation: MPI_Waitall";
             rc = MPI_Waitall(2, both, st);
             CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS,
                   "MPI_Waitall with a truncated receive returned %d (class %d), expected MPI_ERR_IN_STATUS", rc,
@@ -387,7 +372,7 @@ static void truncation(void)
             CHECK(rb[i] == SENTINEL, "truncated receive round %d: int %d beyond the buffer overwritten with %d",
                   round, i, rb[i]);
     }
-    step = "truncation: MPI_Request_free";
+    test_step = "truncation: MPI_Request_free";
     CHECK_MPI(MPI_Request_free(&s));
     CHECK_MPI(MPI_Request_free(&r));
 }
@@ -401,12 +386,12 @@ static void afterwards(void)
     MPI_Status st;
     int v[2] = {rank, 4242}, g[2] = {-1, -1};
 
-    step = "ordinary exchange after the errors";
+    test_step = "ordinary exchange after the errors";
     CHECK_MPI(MPI_Sendrecv(v, 2, MPI_INT, peer, TAG, g, 2, MPI_INT, peer, TAG, comm, &st));
     CHECK(g[0] == peer && g[1] == 4242 && st.MPI_SOURCE == peer && st.MPI_TAG == TAG,
           "exchange after errors: got {%d,%d} from %d tag %d", g[0], g[1], st.MPI_SOURCE, st.MPI_TAG);
 
-    step = "partitioned exchange after the errors";
+    test_step = "partitioned exchange after the errors";
     for (int i = 0; i < 3 * CNT; i++)
         sb[i] = word(rank, TAG, 0, i);
     for (int i = 0; i < 3 * CNT + GUARD; i++)
@@ -434,8 +419,7 @@ int main(int argc, char **argv)
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
     peer = rank ^ 1;
 
-    signal(SIGALRM, on_alarm);
-    alarm(30);
+    test_watchdog("part_errors.c", 30);
 
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN));
@@ -449,7 +433,7 @@ int main(int argc, char **argv)
         afterwards();
     }
 
-    step = "final barrier and probe";
+    test_step = "final barrier and probe";
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     {
         int flag = 1;
@@ -460,8 +444,8 @@ int main(int argc, char **argv)
         CHECK(!flag, "a stray message is left on MPI_COMM_WORLD: source %d tag %d", st.MPI_SOURCE, st.MPI_TAG);
     }
     CHECK_MPI(MPI_Comm_free(&comm));
-    step = "finish";
-    alarm(0);
+    test_step = "finish";
+    test_watchdog("part_errors.c", 0);
     test_finish("part_errors");
     return 0;
 }

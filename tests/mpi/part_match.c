@@ -49,21 +49,6 @@
 
 static int rank, size, peer;
 
-/* A hang fails with the step it hung in instead of a bare timeout. */
-static const char *volatile step = "start";
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    const char *s = step;
-    static const char pre[] = "FAIL part_match.c: watchdog: hung in step: ";
-    ssize_t w = write(2, pre, sizeof pre - 1);
-    w = write(2, s, strlen(s));
-    w = write(2, "\n", 1);
-    (void)w;
-    _exit(1);
-}
-
 static int word(int src, int chan, int round, int i)
 {
     uint32_t x = (uint32_t)(src + 1) * 0x9E3779B1u ^ (uint32_t)(chan + 1) * 0x85EBCA77u ^
@@ -128,7 +113,7 @@ static void init_order(void)
         memset(st, 0x5a, sizeof st);
         static const char *const steps[NROUND] = {"init order round 0", "init order round 1",
                                                   "init order round 2", "init order round 3"};
-        step = steps[round];
+        test_step = steps[round];
         switch (round) {
         case 0: /* receiver starts A, B; sender starts and readies B first */
             CHECK_MPI(MPI_Start(&r[0]));
@@ -203,7 +188,7 @@ static void no_p2p_mixing(void)
     for (int k = 0; k < 3; k++)
         for (int i = 0; i < M; i++)
             ubuf[k][i] = SENTINEL;
-    step = "user receives + partitioned exchange";
+    test_step = "user receives + partitioned exchange";
     /* user receives first: specific source, any source, any source+tag */
     CHECK_MPI(MPI_Irecv(ubuf[0], M, MPI_INT, peer, TAG, MPI_COMM_WORLD, &u[0]));
     CHECK_MPI(MPI_Irecv(ubuf[1], M, MPI_INT, MPI_ANY_SOURCE, TAG, MPI_COMM_WORLD, &u[1]));
@@ -238,7 +223,7 @@ static void no_p2p_mixing(void)
     }
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
-    step = "ordinary messages after the partitioned exchange";
+    test_step = "ordinary messages after the partitioned exchange";
     /* now the ordinary messages: the receives get them, in order */
     for (int k = 0; k < 3; k++) {
         for (int i = 0; i < M; i++)
@@ -285,7 +270,7 @@ static void progress(void)
         CHECK_MPI(MPI_Start(&s));
         CHECK_MPI(MPI_Pready_range(0, 1, s));
         if (round < 2) {
-            step = round ? "progress: crossed waits (Waitall on send only)" : "progress: crossed waits";
+            test_step = round ? "progress: crossed waits (Waitall on send only)" : "progress: crossed waits";
             if (round)
                 CHECK_MPI(MPI_Waitall(1, &s, MPI_STATUSES_IGNORE));
             else
@@ -296,12 +281,12 @@ static void progress(void)
              * odd rank's own partitioned receive is waited for first. */
             int token = -1;
             if (rank % 2 == 0) {
-                step = "progress: partitioned receive behind a blocking MPI_Recv";
+                test_step = "progress: partitioned receive behind a blocking MPI_Recv";
                 CHECK_MPI(MPI_Recv(&token, 1, MPI_INT, peer, 31, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
                 CHECK(token == 4242, "token %d", token);
                 CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
             } else {
-                step = "progress: partitioned send to a rank blocked in MPI_Recv";
+                test_step = "progress: partitioned send to a rank blocked in MPI_Recv";
                 CHECK_MPI(MPI_Wait(&r, &st));
                 CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
                 token = 4242;
@@ -342,7 +327,7 @@ static void late_partner(int sender, int late, int tag, int variant)
     MPI_Request r;
     MPI_Status st;
     int parts = sender ? 8 : 2;
-    step = sender ? (late ? "late sender: sender side" : "late receiver: sender side waits")
+    test_step = sender ? (late ? "late sender: sender side" : "late receiver: sender side waits")
                   : (late ? "late receiver: receiver side" : "late sender: receiver side waits");
     if (late)
         nap();
@@ -376,8 +361,7 @@ int main(int argc, char **argv)
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
     peer = rank ^ 1;
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    signal(SIGALRM, on_alarm);
-    alarm(30);
+    test_watchdog("part_match.c", 30);
 
     if (peer < size) {
         init_order();
@@ -391,8 +375,8 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); /* the two barriers of no_p2p_mixing */
         CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     }
-    step = "finish";
-    alarm(0);
+    test_step = "finish";
+    test_watchdog("part_match.c", 0);
     test_finish("part_match");
     return 0;
 }

@@ -49,21 +49,6 @@ enum { TAG_PART = 1, TAG_ISEND = 2, TAG_PERS = 3, TAG_PART2 = 4 };
 
 static int rank, size, peer;
 
-/* A hang fails with the step it hung in instead of a bare timeout. */
-static const char *volatile step = "start";
-
-static void on_alarm(int sig)
-{
-    (void)sig;
-    const char *s = step;
-    static const char pre[] = "FAIL part_mixed.c: watchdog: hung in step: ";
-    ssize_t w = write(2, pre, sizeof pre - 1);
-    w = write(2, s, strlen(s));
-    w = write(2, "\n", 1);
-    (void)w;
-    _exit(1);
-}
-
 static int word(int src, int tag, int round, int i)
 {
     uint32_t x = (uint32_t)(src + 1) * 0x9E3779B1u ^ (uint32_t)(tag + 9) * 0x85EBCA77u ^
@@ -198,7 +183,7 @@ static void start_round(MPI_Request *r, int round)
 static void round_waitall(MPI_Request *r, int round)
 {
     MPI_Status st[N];
-    step = "MPI_Waitall";
+    test_step = "MPI_Waitall";
     ready();
     memset(st, 0x5a, sizeof st);
     CHECK_MPI(MPI_Waitall(N, r, st));
@@ -214,7 +199,7 @@ static void round_testall(MPI_Request *r, int round)
 {
     MPI_Status st[N];
     int flag = 1;
-    step = "MPI_Testall";
+    test_step = "MPI_Testall";
     /* the partitioned send cannot be complete: nothing is ready */
     CHECK_MPI(MPI_Testall(N, r, &flag, st));
     CHECK(!flag, "MPI_Testall round %d: complete before any partition was ready", round);
@@ -239,7 +224,7 @@ static void round_any(MPI_Request *r, int round, int wait)
     const char *what = wait ? "MPI_Waitany" : "MPI_Testany";
     int seen[N] = {0}, got = 0, idx, flag;
     MPI_Status st;
-    step = what;
+    test_step = what;
     if (!wait) {
         /* before any partition is ready, entry 1 cannot complete */
         idx = -2;
@@ -301,7 +286,7 @@ static void round_some(MPI_Request *r, int round, int wait)
     const char *what = wait ? "MPI_Waitsome" : "MPI_Testsome";
     int seen[N] = {0}, got = 0, out, idx[N];
     MPI_Status st[N];
-    step = what;
+    test_step = what;
     ready();
     while (got < 6) {
         out = -2;
@@ -338,7 +323,7 @@ static void get_status(void)
     int flag, round = NROUND;
     MPI_Request ps_keep = ps, pr_keep = pr;
 
-    step = "MPI_Request_get_status on inactive partitioned requests";
+    test_step = "MPI_Request_get_status on inactive partitioned requests";
     flag = 0;
     memset(&st, 0x5a, sizeof st);
     CHECK_MPI(MPI_Request_get_status(pr2, &flag, &st));
@@ -355,7 +340,7 @@ static void get_status(void)
         ps_buf[k] = word(rank, TAG_PART, round, k);
         pr_buf[k] = SENTINEL;
     }
-    step = "MPI_Request_get_status on started partitioned requests";
+    test_step = "MPI_Request_get_status on started partitioned requests";
     CHECK_MPI(MPI_Start(&pr));
     CHECK_MPI(MPI_Start(&ps));
     /* nothing is ready anywhere before the barrier: neither can be complete */
@@ -415,11 +400,10 @@ int main(int argc, char **argv)
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
     peer = rank ^ 1;
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
-    signal(SIGALRM, on_alarm);
-    alarm(30);
+    test_watchdog("part_mixed.c", 30);
 
     if (peer < size) {
-        step = "init";
+        test_step = "init";
         CHECK_MPI(MPI_Psend_init(ps_buf, 3, PN / 3, MPI_INT, peer, TAG_PART, MPI_COMM_WORLD, MPI_INFO_NULL, &ps));
         CHECK_MPI(MPI_Precv_init(pr_buf, 5, PN / 5, MPI_INT, peer, TAG_PART, MPI_COMM_WORLD, MPI_INFO_NULL, &pr));
         CHECK_MPI(MPI_Psend_init(ps2_buf, 2, PN / 2, MPI_INT, peer, TAG_PART2, MPI_COMM_WORLD, MPI_INFO_NULL, &ps2));
@@ -448,12 +432,12 @@ int main(int argc, char **argv)
             case 4: round_any(r, round, 0); break;
             default: round_some(r, round, 0); break;
             }
-            check_handles(r, step, round);
+            check_handles(r, test_step, round);
         }
         get_status();
 
         /* the second channel was never started: it can still be used */
-        step = "the second partitioned channel";
+        test_step = "the second partitioned channel";
         {
             MPI_Status st;
             int n = -1;
@@ -475,7 +459,7 @@ int main(int argc, char **argv)
                       pr2_buf[k], word(peer, TAG_PART2, 0, k));
         }
 
-        step = "MPI_Request_free on inactive requests";
+        test_step = "MPI_Request_free on inactive requests";
         MPI_Request *all[6] = {&ps, &pr, &ps2, &pr2, &qs, &qr};
         for (int k = 0; k < 6; k++) {
             CHECK_MPI(MPI_Request_free(all[k]));
@@ -484,8 +468,8 @@ int main(int argc, char **argv)
     } else {
         CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD)); /* the one in get_status */
     }
-    step = "finish";
-    alarm(0);
+    test_step = "finish";
+    test_watchdog("part_mixed.c", 0);
     test_finish("part_mixed");
     return 0;
 }

@@ -20,10 +20,12 @@
 #endif
 
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Rank in MPI_COMM_WORLD, or -1 when MPI is not (or no longer) initialized. */
 static int test_world_rank(void)
@@ -157,6 +159,33 @@ static void test_finish(const char *name)
         fflush(stdout);
     }
     CHECK_MPI(MPI_Finalize());
+}
+
+/* Watchdog: a hang fails with the step it hung in instead of a bare
+ * timeout. Programs set test_step as they go; test_watchdog arms it. */
+static const char *volatile test_step = "start";
+static const char *test_watchdog_name = "test";
+
+static void test_watchdog_fire_(int sig)
+{
+    (void)sig;
+    const char *s = test_step, *n = test_watchdog_name;
+    ssize_t w = write(2, "FAIL ", 5);
+    w = write(2, n, strlen(n));
+    w = write(2, ": watchdog: hung in step: ", 26);
+    w = write(2, s, strlen(s));
+    w = write(2, "\n", 1);
+    (void)w;
+    _exit(1);
+}
+
+/* Arm (seconds > 0) or disarm (0) the watchdog. */
+__attribute__((unused))
+static void test_watchdog(const char *name, unsigned seconds)
+{
+    test_watchdog_name = name;
+    signal(SIGALRM, test_watchdog_fire_);
+    alarm(seconds);
 }
 
 /* MPI-4 partitioned tests without any partitioned layer (the shim disabled
