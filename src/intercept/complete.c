@@ -356,15 +356,15 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             switch (mode) {
             case WAIT_ALL:
                 rc = host_blocks ? (f = 1, PMPI_Waitall(n, reqs, statuses))
-                                                      : PMPI_Testall(n, reqs, &f, statuses);
+                                 : PMPI_Testall(n, reqs, &f, statuses);
                 break;
             case WAIT_ANY:
                 rc = host_blocks ? (f = 1, PMPI_Waitany(n, reqs, index, statuses))
-                                                      : PMPI_Testany(n, reqs, index, &f, statuses);
+                                 : PMPI_Testany(n, reqs, index, &f, statuses);
                 break;
             default:
                 rc = host_blocks ? PMPI_Waitsome(n, reqs, outcount, indices, statuses)
-                                                      : PMPI_Testsome(n, reqs, outcount, indices, statuses);
+                                 : PMPI_Testsome(n, reqs, outcount, indices, statuses);
                 f = *outcount != 0;
                 break;
             }
