@@ -7,22 +7,7 @@
 
 #include "core/log.h"
 
-/* Open addressing with linear probing. Readers never lock: a table that is
- * replaced by a larger one stays allocated until finalize, and an entry is
- * freed only by MPI_Comm_free, which the program may not overlap with other
- * uses of that communicator. */
-typedef struct comm_table {
-    size_t cap;                     /* power of two */
-    size_t used;                    /* live entries + tombstones */
-    _Atomic(msh_comm *) *slots;
-    struct comm_table *retired;     /* older tables, freed at finalize */
-} comm_table;
-
-static msh_comm tombstone;
-#define TOMB (&tombstone)
-
-static _Atomic(comm_table *) table;
-static pthread_mutex_t table_mtx = PTHREAD_MUTEX_INITIALIZER;
+static msh_htab table = MSH_HTAB_INIT;
 static _Atomic int next_home;
 
 MSH_TLS int msh_thread_vci = -1;
@@ -34,94 +19,9 @@ int msh_thread_vci_assign(void)
     return msh_thread_vci;
 }
 
-static comm_table *table_new(size_t cap)
-{
-    comm_table *t = calloc(1, sizeof *t);
-    if (!t)
-        return NULL;
-    t->slots = calloc(cap, sizeof *t->slots);
-    if (!t->slots) {
-        free(t);
-        return NULL;
-    }
-    t->cap = cap;
-    return t;
-}
-
 msh_comm *msh_comm_lookup(MPI_Comm c)
 {
-    comm_table *t = atomic_load_explicit(&table, memory_order_acquire);
-    if (MSH_UNLIKELY(!t))
-        return NULL;
-    size_t mask = t->cap - 1;
-    for (size_t i = msh_handle_hash(c) & mask;; i = (i + 1) & mask) {
-        msh_comm *e = atomic_load_explicit(&t->slots[i], memory_order_acquire);
-        if (!e)
-            return NULL;
-        if (e != TOMB && e->user == c)
-            return e;
-    }
-}
-
-/* Under table_mtx. */
-static void insert_locked(comm_table *t, msh_comm *mc)
-{
-    size_t mask = t->cap - 1;
-    size_t i = msh_handle_hash(mc->user) & mask;
-    while (atomic_load_explicit(&t->slots[i], memory_order_relaxed))
-        i = (i + 1) & mask;
-    atomic_store_explicit(&t->slots[i], mc, memory_order_release);
-    t->used++;
-}
-
-static int insert(msh_comm *mc)
-{
-    pthread_mutex_lock(&table_mtx);
-    comm_table *t = atomic_load_explicit(&table, memory_order_relaxed);
-    if (!t || (t->used + 1) * 2 > t->cap) {
-        /* Rebuild larger, dropping tombstones; publish when complete. */
-        size_t cap = t ? t->cap * 2 : 64;
-        comm_table *n = table_new(cap);
-        if (!n) {
-            pthread_mutex_unlock(&table_mtx);
-            return MPI_ERR_NO_MEM;
-        }
-        if (t) {
-            for (size_t i = 0; i < t->cap; i++) {
-                msh_comm *e = atomic_load_explicit(&t->slots[i], memory_order_relaxed);
-                if (e && e != TOMB)
-                    insert_locked(n, e);
-            }
-            n->retired = t;
-        }
-        atomic_store_explicit(&table, n, memory_order_release);
-        t = n;
-    }
-    insert_locked(t, mc);
-    pthread_mutex_unlock(&table_mtx);
-    return MPI_SUCCESS;
-}
-
-static msh_comm *remove_entry(MPI_Comm c)
-{
-    pthread_mutex_lock(&table_mtx);
-    comm_table *t = atomic_load_explicit(&table, memory_order_relaxed);
-    msh_comm *found = NULL;
-    if (t) {
-        size_t mask = t->cap - 1;
-        for (size_t i = msh_handle_hash(c) & mask;; i = (i + 1) & mask) {
-            msh_comm *e = atomic_load_explicit(&t->slots[i], memory_order_relaxed);
-            if (!e)
-                break;
-            if (e != TOMB && e->user == c) {
-                atomic_store_explicit(&t->slots[i], TOMB, memory_order_release);
-                found = e;
-                break;
-            }
-        }
-    }
-    pthread_mutex_unlock(&table_mtx);
-    return found;
+    return (msh_comm *)msh_htab_lookup(&table, msh_handle_key(&c, sizeof c));
 }
 
 /* ------------------------------------------------------------ info */
@@ -179,6 +79,7 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
     if (!mc)
         return MPI_ERR_NO_MEM;
     mc->user = c;
+    mc->h.key = msh_handle_key(&c, sizeof c);
     mc->vci = atomic_fetch_add_explicit(&next_home, 1, memory_order_relaxed) % msh_pool.n;
     msh_comm *pc = parent != MPI_COMM_NULL ? msh_comm_lookup(parent) : NULL;
     mc->info_asserts = (pc ? pc->info_asserts : 0) | msh_info_asserts(info);
@@ -206,7 +107,7 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
         }
         mc->ndups = k;
     }
-    int rc = insert(mc);
+    int rc = msh_htab_insert(&table, &mc->h);
     if (rc != MPI_SUCCESS) {
         for (int i = 0; i < mc->ndups; i++)
             PMPI_Comm_free(&mc->dups[i]);
@@ -226,34 +127,23 @@ static void free_entry(msh_comm *mc)
 
 void msh_comm_unregister(MPI_Comm c)
 {
-    msh_comm *mc = remove_entry(c);
+    msh_comm *mc = (msh_comm *)msh_htab_remove(&table, msh_handle_key(&c, sizeof c));
     if (mc)
         free_entry(mc);
+}
+
+static void fini_entry(msh_hent *e, void *arg)
+{
+    msh_comm *mc = (msh_comm *)e;
+    if (mc->user != MPI_COMM_WORLD && mc->user != MPI_COMM_SELF)
+        ++*(int *)arg;
+    free_entry(mc);
 }
 
 int msh_comm_fini(void)
 {
     int left = 0;
-    pthread_mutex_lock(&table_mtx);
-    comm_table *t = atomic_load_explicit(&table, memory_order_relaxed);
-    if (t) {
-        for (size_t i = 0; i < t->cap; i++) {
-            msh_comm *e = atomic_load_explicit(&t->slots[i], memory_order_relaxed);
-            if (e && e != TOMB) {
-                if (e->user != MPI_COMM_WORLD && e->user != MPI_COMM_SELF)
-                    left++;
-                free_entry(e);
-            }
-        }
-        while (t) {
-            comm_table *old = t->retired;
-            free(t->slots);
-            free(t);
-            t = old;
-        }
-    }
-    atomic_store_explicit(&table, NULL, memory_order_release);
-    pthread_mutex_unlock(&table_mtx);
+    msh_htab_drain(&table, fini_entry, &left);
     return left;
 }
 

@@ -27,9 +27,11 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/htab.h"
 #include "vci/vci.h"
 
 typedef struct msh_comm {
+    msh_hent h;              /* side-table key: the handle */
     MPI_Comm user;
     int vci;                 /* home VCI */
     msh_map_policy map;      /* effective mapping for this communicator */
@@ -81,22 +83,7 @@ typedef struct msh_route {
 extern MSH_TLS int msh_thread_vci;
 int msh_thread_vci_assign(void);
 
-static inline uint32_t msh_mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352dU;
-    x ^= x >> 15;
-    x *= 0x846ca68bU;
-    x ^= x >> 16;
-    return x;
-}
-
-static inline uint32_t msh_handle_hash(MPI_Comm c)
-{
-    uint64_t k = 0;
-    memcpy(&k, &c, sizeof c < sizeof k ? sizeof c : sizeof k);
-    return msh_mix((uint32_t)(k ^ (k >> 29)));
-}
+static inline uint32_t msh_handle_hash(MPI_Comm c) { return msh_key_hash(msh_handle_key(&c, sizeof c)); }
 
 /* Route of an operation from rank src to rank dst with tag on c, whose
  * entry is mc (may be NULL). Wildcards must have been rejected already
