@@ -13,6 +13,7 @@ typedef enum { MSH_PROGRESS_GLOBAL, MSH_PROGRESS_VCI, MSH_PROGRESS_THREAD } msh_
 typedef enum { MSH_WAIT_SPIN, MSH_WAIT_BLOCK, MSH_WAIT_ADAPTIVE } msh_wait_policy;
 typedef enum { MSH_HOST_THREAD_MULTIPLE, MSH_HOST_THREAD_SERIALIZED } msh_host_thread;
 typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE } msh_part_impl;
+typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
 
 /* MPISHIM_ASSERT flags (and the matching mpi_assert_* info keys). */
 enum {
@@ -36,6 +37,8 @@ typedef struct msh_config {
     msh_host_thread     host_thread;    /* MPISHIM_HOST_THREAD */
     msh_part_impl       part;           /* MPISHIM_PART */
     size_t              part_min_bytes; /* MPISHIM_PART_MIN_BYTES */
+    int                 win_k;          /* MPISHIM_WIN_K; 0 = auto */
+    msh_win_route       win_route;      /* MPISHIM_WIN_ROUTE */
     /* Which fields came from the environment (bit i = table entry i). */
     unsigned long       from_env;
 } msh_config;

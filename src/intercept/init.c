@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/topo.h"
 #include "intercept/shim.h"
+#include "vci/win.h"
 #include "partitioned/part.h"
 #include "mpishim.h"
 
@@ -166,6 +167,9 @@ static void print_stats(int leaked_reqs, int leaked_comms)
 MSH_EXPORT int MPI_Finalize(void)
 {
     msh_part_fini();
+    int wins = msh_win_fini();
+    if (wins && (msh_cfg.stats || msh_cfg.verbose))
+        msh_log("rank %d: %d windows were not freed by the program", msh_rt.world_rank, wins);
     if (msh_on_flag) {
         msh_progress_fini();
         int pending = 0;

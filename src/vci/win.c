@@ -1,0 +1,367 @@
+/* Window side table, internal windows and their synchronization (win.h). */
+#include "vci/win.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "vci/vci.h"
+
+msh_htab msh_win_table = MSH_HTAB_INIT;
+
+MSH_TLS int msh_win_thread_slot = -1;
+static _Atomic int next_slot;
+
+int msh_win_thread_slot_assign(void)
+{
+    msh_win_thread_slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % MSH_WIN_MAX_K;
+    return msh_win_thread_slot;
+}
+
+/* Bytes MPI_Win_allocate is asked for: see win.h (MPICH 4.0.2). */
+#define ALLOC_ROUND 16
+
+/* K from the info key mpishim_win_k, else MPISHIM_WIN_K, else auto. */
+static int choose_k(const msh_win_args *a)
+{
+    int k = msh_cfg.win_k;
+    if (a->info != MPI_INFO_NULL) {
+        char val[32];
+        int flag = 0;
+        if (PMPI_Info_get(a->info, "mpishim_win_k", (int)sizeof val - 1, val, &flag) == MPI_SUCCESS && flag) {
+            char *end;
+            long v = strtol(val, &end, 10);
+            if (strcmp(val, "auto") == 0)
+                k = 0;
+            else if (end != val && *end == '\0' && v >= 1 && v <= MSH_WIN_MAX_K)
+                k = (int)v;
+            else
+                msh_log_once("info key mpishim_win_k=\"%s\" ignored: accepted values are auto or 1..%d", val,
+                         MSH_WIN_MAX_K);
+        }
+    }
+    if (k == 0)
+        k = a->flavor == MPI_WIN_FLAVOR_CREATE || a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? msh_pool.n : 1;
+    return k < 1 ? 1 : k > MSH_WIN_MAX_K ? MSH_WIN_MAX_K : k;
+}
+
+/* Window 0, the user's, with the user's flavor. */
+static int make_first(msh_win_args *a, MPI_Aint size, MPI_Win *w)
+{
+#if MPI_VERSION >= 4
+    if (a->large) {
+        switch (a->flavor) {
+        case MPI_WIN_FLAVOR_CREATE:   return PMPI_Win_create_c(a->base, size, a->disp_unit, a->info, a->comm, w);
+        case MPI_WIN_FLAVOR_ALLOCATE: return PMPI_Win_allocate_c(size, a->disp_unit, a->info, a->comm, a->baseptr, w);
+        case MPI_WIN_FLAVOR_SHARED:
+            return PMPI_Win_allocate_shared_c(size, a->disp_unit, a->info, a->comm, a->baseptr, w);
+        default: break;
+        }
+    }
+#endif
+    switch (a->flavor) {
+    case MPI_WIN_FLAVOR_CREATE:   return PMPI_Win_create(a->base, size, (int)a->disp_unit, a->info, a->comm, w);
+    case MPI_WIN_FLAVOR_ALLOCATE: return PMPI_Win_allocate(size, (int)a->disp_unit, a->info, a->comm, a->baseptr, w);
+    case MPI_WIN_FLAVOR_SHARED:
+        return PMPI_Win_allocate_shared(size, (int)a->disp_unit, a->info, a->comm, a->baseptr, w);
+    default:                      return PMPI_Win_create_dynamic(a->info, a->comm, w);
+    }
+}
+
+/* Window i > 0: over window 0's memory (or dynamic, attached later). */
+static int make_more(msh_win_args *a, void *base, MPI_Win *w)
+{
+    int rc;
+    if (a->flavor == MPI_WIN_FLAVOR_DYNAMIC)
+        rc = PMPI_Win_create_dynamic(a->info, a->comm, w);
+#if MPI_VERSION >= 4
+    else if (a->large)
+        rc = PMPI_Win_create_c(base, a->size, a->disp_unit, a->info, a->comm, w);
+#endif
+    else
+        rc = PMPI_Win_create(base, a->size, (int)a->disp_unit, a->info, a->comm, w);
+    if (rc == MPI_SUCCESS)
+        PMPI_Win_set_errhandler(*w, MPI_ERRORS_RETURN);
+    return rc;
+}
+
+static void entry_free(msh_win *e)
+{
+    free(e->wins);
+    free(e->tmap);
+    free(e->sizes);
+    free(e);
+}
+
+int msh_win_make(msh_win_args *a, MPI_Win *win)
+{
+    int k = a->split ? choose_k(a) : 1;
+    if (a->split) {
+        /* Every rank must make the same number of windows (auto follows
+         * each rank's pool; an info key may differ between ranks). */
+        int rc = PMPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MIN, a->comm);
+        if (rc != MPI_SUCCESS)
+            return rc;
+    }
+    MPI_Aint size = a->size;
+    if (a->flavor == MPI_WIN_FLAVOR_ALLOCATE && size > 0)
+        size = (size + ALLOC_ROUND - 1) / ALLOC_ROUND * ALLOC_ROUND;
+    int rc = make_first(a, size, win);
+    if (rc != MPI_SUCCESS)
+        return rc;
+
+    msh_win *e = calloc(1, sizeof *e);
+    if (!e)
+        return MPI_ERR_NO_MEM;
+    e->user = *win;
+    e->h.key = msh_handle_key(win, sizeof *win);
+    e->k = k;
+    e->route = msh_cfg.win_route;
+    e->flavor = a->flavor;
+    e->size = a->size;
+    PMPI_Comm_size(a->comm, &e->nranks);
+    PMPI_Comm_rank(a->comm, &e->rank);
+    e->wins = calloc((size_t)k, sizeof *e->wins);
+    e->tmap = malloc((size_t)e->nranks);
+    if (!e->wins || !e->tmap)
+        goto nomem;
+    e->wins[0] = *win;
+    for (int r = 0; r < e->nranks; r++)
+        e->tmap[r] = (uint8_t)(r % k);
+    if (a->flavor == MPI_WIN_FLAVOR_ALLOCATE) {
+        /* Every rank's user size, for MPI_Win_shared_query. */
+        e->sizes = malloc((size_t)e->nranks * sizeof *e->sizes);
+        if (!e->sizes)
+            goto nomem;
+        rc = PMPI_Allgather(&a->size, 1, MPI_AINT, e->sizes, 1, MPI_AINT, a->comm);
+        if (rc != MPI_SUCCESS)
+            goto fail;
+    }
+    void *base = a->flavor == MPI_WIN_FLAVOR_CREATE ? a->base
+                 : a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? NULL : *(void **)a->baseptr;
+    for (int i = 1; i < k; i++) {
+        rc = make_more(a, base, &e->wins[i]);
+        if (rc != MPI_SUCCESS) {
+            while (--i > 0)
+                PMPI_Win_free(&e->wins[i]);
+            goto fail;
+        }
+    }
+    rc = msh_htab_insert(&msh_win_table, &e->h);
+    if (rc == MPI_SUCCESS)
+        return MPI_SUCCESS;
+    for (int i = 1; i < k; i++)
+        PMPI_Win_free(&e->wins[i]);
+    goto fail;
+nomem:
+    rc = MPI_ERR_NO_MEM;
+fail:
+    entry_free(e);
+    PMPI_Win_free(win);
+    return rc;
+}
+
+int msh_win_free(MPI_Win *win)
+{
+    msh_win *e = (msh_win *)msh_htab_remove(&msh_win_table, msh_handle_key(win, sizeof *win));
+    int rc = MPI_SUCCESS;
+    if (e) {
+        /* Internal windows first, in reverse creation order on every rank. */
+        for (int i = e->k - 1; i > 0; i--) {
+            int r = PMPI_Win_free(&e->wins[i]);
+            if (rc == MPI_SUCCESS)
+                rc = r;
+        }
+        entry_free(e);
+    }
+    int r = PMPI_Win_free(win);
+    return rc == MPI_SUCCESS ? r : rc;
+}
+
+static void fini_entry(msh_hent *h, void *arg)
+{
+    msh_win *e = (msh_win *)h;
+    ++*(int *)arg;
+    entry_free(e); /* the windows themselves: the host's finalize */
+}
+
+int msh_win_fini(void)
+{
+    int left = 0;
+    msh_htab_drain(&msh_win_table, fini_entry, &left);
+    return left;
+}
+
+/* ------------------------------------------------------------ synchronization */
+
+/* Keep the first error and the window it came from. An error of window 0
+ * went through the user's handler inside the host already; one of an
+ * internal window (MPI_ERRORS_RETURN) is reported through it by done(). */
+#define KEEP(i, call)                                                                                             \
+    do {                                                                                                          \
+        int r_ = (call);                                                                                          \
+        if (rc == MPI_SUCCESS && r_ != MPI_SUCCESS) {                                                             \
+            rc = r_;                                                                                              \
+            at = (i);                                                                                             \
+        }                                                                                                         \
+    } while (0)
+
+static int done(const msh_win *e, int rc, int at)
+{
+    if (rc != MPI_SUCCESS && at > 0)
+        PMPI_Win_call_errhandler(e->user, rc);
+    return rc;
+}
+
+int msh_win_fence(msh_win *e, int assert_)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = 0; i < e->k; i++)
+        KEEP(i, PMPI_Win_fence(assert_, e->wins[i]));
+    return done(e, rc, at);
+}
+
+int msh_win_post(msh_win *e, MPI_Group g, int assert_)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    uint64_t open = 0;
+    for (int i = 0; i < e->k; i++) {
+        int r = PMPI_Win_post(g, assert_, e->wins[i]);
+        if (r == MPI_SUCCESS)
+            open |= 1ull << i;
+        KEEP(i, r);
+    }
+    atomic_store_explicit(&e->exposed, open, memory_order_relaxed);
+    return done(e, rc, at);
+}
+
+int msh_win_start(msh_win *e, MPI_Group g, int assert_)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = 0; i < e->k; i++)
+        KEEP(i, PMPI_Win_start(g, assert_, e->wins[i]));
+    return done(e, rc, at);
+}
+
+int msh_win_complete(msh_win *e)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = 0; i < e->k; i++)
+        KEEP(i, PMPI_Win_complete(e->wins[i]));
+    return done(e, rc, at);
+}
+
+/* Tests each window whose exposure epoch is still open; a window that
+ * reported completion is not tested again (its epoch has ended). */
+int msh_win_test(msh_win *e, int *flag)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    uint64_t open = atomic_load_explicit(&e->exposed, memory_order_relaxed);
+    for (int i = 0; i < e->k; i++) {
+        if (!(open & (1ull << i)))
+            continue;
+        int f = 0;
+        int r = PMPI_Win_test(e->wins[i], &f);
+        if (r != MPI_SUCCESS) {
+            KEEP(i, r);
+            break;
+        }
+        if (f)
+            open &= ~(1ull << i);
+    }
+    atomic_store_explicit(&e->exposed, open, memory_order_relaxed);
+    *flag = rc == MPI_SUCCESS && open == 0;
+    return done(e, rc, at);
+}
+
+/* Fixed order 0..K-1 on every process: two exclusive lockers meet at
+ * window 0 first, so neither can hold one window the other waits for. */
+int msh_win_lock(msh_win *e, int type, int rank, int assert_)
+{
+    for (int i = 0; i < e->k; i++) {
+        int rc = PMPI_Win_lock(type, rank, assert_, e->wins[i]);
+        if (rc != MPI_SUCCESS) {
+            for (int j = i - 1; j >= 0; j--)
+                PMPI_Win_unlock(rank, e->wins[j]);
+            return done(e, rc, i);
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+int msh_win_unlock(msh_win *e, int rank)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = e->k - 1; i >= 0; i--)
+        KEEP(i, PMPI_Win_unlock(rank, e->wins[i]));
+    return done(e, rc, at);
+}
+
+int msh_win_lock_all(msh_win *e, int assert_)
+{
+    for (int i = 0; i < e->k; i++) {
+        int rc = PMPI_Win_lock_all(assert_, e->wins[i]);
+        if (rc != MPI_SUCCESS) {
+            for (int j = i - 1; j >= 0; j--)
+                PMPI_Win_unlock_all(e->wins[j]);
+            return done(e, rc, i);
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+int msh_win_unlock_all(msh_win *e)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = e->k - 1; i >= 0; i--)
+        KEEP(i, PMPI_Win_unlock_all(e->wins[i]));
+    return done(e, rc, at);
+}
+
+static int flush_one(MPI_Win w, int rank, int local)
+{
+    if (rank < 0)
+        return local ? PMPI_Win_flush_local_all(w) : PMPI_Win_flush_all(w);
+    return local ? PMPI_Win_flush_local(rank, w) : PMPI_Win_flush(rank, w);
+}
+
+/* With target routing every operation to a rank used that rank's window:
+ * only it needs flushing. */
+int msh_win_flush(msh_win *e, int rank, int local)
+{
+    if (rank >= 0 && rank < e->nranks && e->route == MSH_WIN_ROUTE_TARGET)
+        return done(e, flush_one(e->wins[e->tmap[rank]], rank, local), e->tmap[rank]);
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = 0; i < e->k; i++)
+        KEEP(i, flush_one(e->wins[i], rank, local));
+    return done(e, rc, at);
+}
+
+int msh_win_sync(msh_win *e)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = 0; i < e->k; i++)
+        KEEP(i, PMPI_Win_sync(e->wins[i]));
+    return done(e, rc, at);
+}
+
+int msh_win_attach(msh_win *e, void *base, MPI_Aint size)
+{
+    for (int i = 0; i < e->k; i++) {
+        int rc = PMPI_Win_attach(e->wins[i], base, size);
+        if (rc != MPI_SUCCESS) {
+            for (int j = i - 1; j >= 0; j--)
+                PMPI_Win_detach(e->wins[j], base);
+            return done(e, rc, i);
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+int msh_win_detach(msh_win *e, const void *base)
+{
+    int rc = MPI_SUCCESS, at = 0;
+    for (int i = 0; i < e->k; i++)
+        KEEP(i, PMPI_Win_detach(e->wins[i], base));
+    return done(e, rc, at);
+}

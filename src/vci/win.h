@@ -1,0 +1,125 @@
+/* Window side table and RMA routing (design brief rule 5; file 003,
+ * sections 2.2 and 6.3).
+ *
+ * A user window maps to K internal windows over the same memory. Window 0
+ * is the handle the user holds, made with the user's own flavor by the
+ * user's call, so every query the shim does not change (name, group, info,
+ * attributes, errhandler, shared_query) answers for the user window as the
+ * host would. Windows 1..K-1 are made inside the same collective call over
+ * window 0's memory, with MPI_ERRORS_RETURN: their errors are reported
+ * through window 0's handler.
+ *
+ * Routing: Put and Get (and Rput/Rget) go to the window of their target
+ * (MPISHIM_WIN_ROUTE=target, the default) or of the calling thread
+ * (`thread`). Accumulate-type operations always go to their target's
+ * window, so that every accumulate to one target uses one window: MPI
+ * defines their atomicity and ordering only within a window.
+ *
+ * K: MPISHIM_WIN_K or the info key mpishim_win_k (a number or "auto").
+ * auto = the VCI pool size for windows whose flavor the internal windows
+ * share (MPI_Win_create, MPI_Win_create_dynamic); 1 for MPI_Win_allocate and
+ * MPI_Win_allocate_shared, whose extra windows would have to be made with
+ * MPI_Win_create over the allocated memory: Open MPI 4.1 serves those by a
+ * different component, 100x slower on one node (0.45 vs 52 M Put/s measured
+ * here), so splitting would cost what it means to win. 1 also for a program
+ * below MPI_THREAD_MULTIPLE.
+ *
+ * MPI_Win_allocate gets its memory with a size rounded up to 16 bytes:
+ * MPICH 4.0.2 (ch4:ucx) otherwise returns a base pointer shifted by
+ * (size mod 16) bytes from where remote operations land. The user's size is
+ * what MPI_WIN_SIZE and MPI_Win_shared_query report. */
+#ifndef MSH_VCI_WIN_H
+#define MSH_VCI_WIN_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "core/config.h"
+#include "core/htab.h"
+
+#define MSH_WIN_MAX_K 64
+
+typedef struct msh_win {
+    msh_hent h;                 /* side-table key: the handle */
+    MPI_Win user;               /* == wins[0] */
+    int k;                      /* internal windows */
+    MPI_Win *wins;
+    msh_win_route route;
+    int flavor;                 /* MPI_WIN_FLAVOR_* */
+    int nranks, rank;           /* in the window's group */
+    uint8_t *tmap;              /* target rank -> internal window */
+    MPI_Aint size;              /* the user's size (MPI_WIN_SIZE) */
+    MPI_Aint *sizes;            /* every rank's user size, when rounded */
+    _Atomic uint64_t exposed;   /* PSCW: internal windows whose exposure epoch is open */
+} msh_win;
+
+extern msh_htab msh_win_table;
+extern MSH_TLS int msh_win_thread_slot;
+int msh_win_thread_slot_assign(void);
+
+static inline msh_win *msh_win_lookup(MPI_Win w)
+{
+    return (msh_win *)msh_htab_lookup(&msh_win_table, msh_handle_key(&w, sizeof w));
+}
+
+/* Internal window for an accumulate-type operation to target. */
+static inline MPI_Win msh_win_route_acc(MPI_Win w, int target)
+{
+    msh_win *e = msh_win_lookup(w);
+    if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks)
+        return w; /* MPI_PROC_NULL and invalid ranks: the host answers */
+    return e->wins[e->tmap[target]];
+}
+
+/* Internal window for a Put or Get to target. */
+static inline MPI_Win msh_win_route_data(MPI_Win w, int target)
+{
+    msh_win *e = msh_win_lookup(w);
+    if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks)
+        return w;
+    if (e->route == MSH_WIN_ROUTE_THREAD) {
+        int s = msh_win_thread_slot >= 0 ? msh_win_thread_slot : msh_win_thread_slot_assign();
+        return e->wins[s % e->k];
+    }
+    return e->wins[e->tmap[target]];
+}
+
+/* How a window is to be made, from the user's call. */
+typedef struct msh_win_args {
+    int flavor;        /* MPI_WIN_FLAVOR_CREATE/ALLOCATE/SHARED/DYNAMIC */
+    MPI_Aint size;
+    MPI_Aint disp_unit;
+    int large;         /* the MPI-4 _c variant (disp_unit is an MPI_Aint) */
+    MPI_Info info;
+    MPI_Comm comm;
+    void *base;        /* create: the user's memory */
+    void *baseptr;     /* allocate, shared: where to store the base */
+    int split;         /* 0: K = 1 (program below MPI_THREAD_MULTIPLE) */
+} msh_win_args;
+
+/* The user's constructor, done the shim's way (collective over a->comm). */
+int msh_win_make(msh_win_args *a, MPI_Win *win);
+/* MPI_Win_free: internal windows, then the user's (collective). */
+int msh_win_free(MPI_Win *win);
+/* Free every entry still registered (finalize); returns their number. */
+int msh_win_fini(void);
+
+/* Synchronization over every internal window (each returns the first
+ * error, reported through the user window's handler by the caller). */
+int msh_win_fence(msh_win *e, int assert_);
+int msh_win_post(msh_win *e, MPI_Group g, int assert_);
+int msh_win_start(msh_win *e, MPI_Group g, int assert_);
+int msh_win_complete(msh_win *e);
+int msh_win_test(msh_win *e, int *flag);
+int msh_win_lock(msh_win *e, int type, int rank, int assert_);
+int msh_win_unlock(msh_win *e, int rank);
+int msh_win_lock_all(msh_win *e, int assert_);
+int msh_win_unlock_all(msh_win *e);
+/* flush, flush_local (local != 0), for one rank or all (rank < 0). */
+int msh_win_flush(msh_win *e, int rank, int local);
+int msh_win_sync(msh_win *e);
+int msh_win_attach(msh_win *e, void *base, MPI_Aint size);
+int msh_win_detach(msh_win *e, const void *base);
+
+#endif
