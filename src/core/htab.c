@@ -18,6 +18,9 @@ static struct msh_htab_gen *gen_new(size_t cap)
         return NULL;
     }
     t->cap = cap;
+    t->shift = 64;
+    for (size_t c = cap; c > 1; c >>= 1)
+        t->shift--;
     return t;
 }
 
@@ -25,7 +28,7 @@ static struct msh_htab_gen *gen_new(size_t cap)
 static void put_locked(struct msh_htab_gen *t, msh_hent *e)
 {
     size_t mask = t->cap - 1;
-    size_t i = msh_key_hash(e->key) & mask;
+    size_t i = msh_htab_slot(t, e->key);
     while (atomic_load_explicit(&t->slots[i], memory_order_relaxed))
         i = (i + 1) & mask;
     atomic_store_explicit(&t->slots[i], e, memory_order_release);
@@ -67,7 +70,7 @@ msh_hent *msh_htab_remove(msh_htab *h, uint64_t key)
     struct msh_htab_gen *t = atomic_load_explicit(&h->cur, memory_order_relaxed);
     if (t) {
         size_t mask = t->cap - 1;
-        for (size_t i = msh_key_hash(key) & mask;; i = (i + 1) & mask) {
+        for (size_t i = msh_htab_slot(t, key);; i = (i + 1) & mask) {
             msh_hent *x = atomic_load_explicit(&t->slots[i], memory_order_relaxed);
             if (!x)
                 break;

@@ -34,6 +34,7 @@ typedef struct msh_htab {
 
 struct msh_htab_gen {
     size_t cap;                      /* power of two */
+    unsigned shift;                  /* 64 - log2(cap) */
     size_t used;                     /* live entries + tombstones */
     _Atomic(msh_hent *) *slots;
     struct msh_htab_gen *retired;    /* older generations, freed by drain */
@@ -61,6 +62,13 @@ static inline uint64_t msh_handle_key(const void *h, size_t n)
 
 static inline uint32_t msh_key_hash(uint64_t k) { return msh_mix((uint32_t)(k ^ (k >> 29))); }
 
+/* Slot of a key: Fibonacci hashing, one multiply on the lookup path (the
+ * high bits of the product mix every bit of the handle). */
+static inline size_t msh_htab_slot(const struct msh_htab_gen *t, uint64_t key)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> t->shift);
+}
+
 /* The entry with key, or NULL. Lock-free: one acquire load of the table and
  * one probe in the common case. */
 static inline msh_hent *msh_htab_lookup(msh_htab *h, uint64_t key)
@@ -69,7 +77,7 @@ static inline msh_hent *msh_htab_lookup(msh_htab *h, uint64_t key)
     if (MSH_UNLIKELY(!t))
         return NULL;
     size_t mask = t->cap - 1;
-    for (size_t i = msh_key_hash(key) & mask;; i = (i + 1) & mask) {
+    for (size_t i = msh_htab_slot(t, key);; i = (i + 1) & mask) {
         msh_hent *e = atomic_load_explicit(&t->slots[i], memory_order_acquire);
         if (!e)
             return NULL;

@@ -8,6 +8,7 @@
 #include "vci/vci.h"
 
 msh_htab msh_win_table = MSH_HTAB_INIT;
+_Atomic int msh_win_nsplit;
 
 MSH_TLS int msh_win_thread_slot = -1;
 static _Atomic int next_slot;
@@ -148,8 +149,11 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
         }
     }
     rc = msh_htab_insert(&msh_win_table, &e->h);
-    if (rc == MPI_SUCCESS)
+    if (rc == MPI_SUCCESS) {
+        if (k > 1)
+            atomic_fetch_add_explicit(&msh_win_nsplit, 1, memory_order_relaxed);
         return MPI_SUCCESS;
+    }
     for (int i = 1; i < k; i++)
         PMPI_Win_free(&e->wins[i]);
     goto fail;
@@ -166,6 +170,8 @@ int msh_win_free(MPI_Win *win)
     msh_win *e = (msh_win *)msh_htab_remove(&msh_win_table, msh_handle_key(win, sizeof *win));
     int rc = MPI_SUCCESS;
     if (e) {
+        if (e->k > 1)
+            atomic_fetch_sub_explicit(&msh_win_nsplit, 1, memory_order_relaxed);
         /* Internal windows first, in reverse creation order on every rank. */
         for (int i = e->k - 1; i > 0; i--) {
             int r = PMPI_Win_free(&e->wins[i]);

@@ -55,6 +55,9 @@ typedef struct msh_win {
 } msh_win;
 
 extern msh_htab msh_win_table;
+/* Live windows with K > 1: while there are none (every allocated window by
+ * default), routing is one load of this counter. */
+extern _Atomic int msh_win_nsplit;
 extern MSH_TLS int msh_win_thread_slot;
 int msh_win_thread_slot_assign(void);
 
@@ -66,6 +69,8 @@ static inline msh_win *msh_win_lookup(MPI_Win w)
 /* Internal window for an accumulate-type operation to target. */
 static inline MPI_Win msh_win_route_acc(MPI_Win w, int target)
 {
+    if (MSH_LIKELY(atomic_load_explicit(&msh_win_nsplit, memory_order_relaxed) == 0))
+        return w;
     msh_win *e = msh_win_lookup(w);
     if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks)
         return w; /* MPI_PROC_NULL and invalid ranks: the host answers */
@@ -75,6 +80,8 @@ static inline MPI_Win msh_win_route_acc(MPI_Win w, int target)
 /* Internal window for a Put or Get to target. */
 static inline MPI_Win msh_win_route_data(MPI_Win w, int target)
 {
+    if (MSH_LIKELY(atomic_load_explicit(&msh_win_nsplit, memory_order_relaxed) == 0))
+        return w;
     msh_win *e = msh_win_lookup(w);
     if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks)
         return w;
