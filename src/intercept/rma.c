@@ -204,19 +204,22 @@ MSH_EXPORT int MPI_Win_test(MPI_Win win, int *flag)
 /* The end of an exposure epoch waits for the origins' MPI_Win_complete,
  * which can take long: test and idle (give the core to threads that work)
  * instead of spinning in the host, as for point-to-point (rule 2). */
+#define WAIT_SPIN_POLLS 256
 MSH_EXPORT int MPI_Win_wait(MPI_Win win)
 {
     if (!msh_on() || !msh_win_lookup(win))
         return PMPI_Win_wait(win);
     msh_win *e = split_win(win);
-    for (;;) {
+    for (unsigned polls = 0;; polls++) {
         int flag = 0;
         MSH_PASS_ENTER();
         int rc = e ? msh_win_test(e, &flag) : PMPI_Win_test(win, &flag);
         MSH_PASS_EXIT();
         if (rc != MPI_SUCCESS || flag)
             return rc;
-        msh_idle();
+        /* A short epoch ends within a few tests: yield only after that. */
+        if (polls >= WAIT_SPIN_POLLS)
+            msh_idle();
     }
 }
 
