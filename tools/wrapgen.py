@@ -166,7 +166,9 @@ def rma_class(n):
 
 
 def rma_routed(ret, n, plist, args, params, cls):
-    """MPI_Put and friends: the same host call on the routed window."""
+    """MPI_Put and friends: the same host call on the routed window. While no
+    window is split and the host is not serialized (msh_win_direct), the
+    wrapper is one load and a tail call; the rest lives out of line."""
     types = param_types(params)
     wins = [i for i, t in enumerate(types) if t == "MPI_Win"]
     if len(wins) != 1:
@@ -179,7 +181,8 @@ def rma_routed(ret, n, plist, args, params, cls):
     win, target = args[wins[0]], args[tr]
     routed = list(args)
     routed[wins[0]] = "w_"
-    return ("MSH_EXPORT %s %s(%s)\n{\n"
+    a = ", ".join(args)
+    return ("static MSH_NOINLINE %s msh_routed_%s(%s)\n{\n"
             "    if (!msh_on())\n        return P%s(%s);\n"
             "    MPI_Win w_ = msh_win_route_%s(%s, %s);\n"
             "    MSH_PASS_ENTER();\n"
@@ -188,7 +191,11 @@ def rma_routed(ret, n, plist, args, params, cls):
             "    if (MSH_UNLIKELY(rc_ != MPI_SUCCESS) && w_ != %s) /* internal windows return errors */\n"
             "        PMPI_Win_call_errhandler(%s, rc_);\n"
             "    return rc_;\n}\n\n"
-            % (ret, n, plist, n, ", ".join(args), cls, win, target, n, ", ".join(routed), win, win))
+            "MSH_EXPORT %s %s(%s)\n{\n"
+            "    if (MSH_LIKELY(msh_win_direct()))\n        return P%s(%s);\n"
+            "    return msh_routed_%s(%s);\n}\n\n"
+            % (ret, n, plist, n, a, cls, win, target, n, ", ".join(routed), win, win,
+               ret, n, plist, n, a, n, a))
 
 
 def blocking_via_nonblocking(ret, n, plist, args, params, twin):

@@ -15,6 +15,10 @@
 #define MSH_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define MSH_UNLIKELY(x) __builtin_expect(!!(x), 0)
 
+/* Slow paths out of line, so that a fast path needs no stack frame and can
+ * end in a tail call to the host. */
+#define MSH_NOINLINE __attribute__((noinline, cold))
+
 #define MSH_CACHELINE 64
 
 #endif

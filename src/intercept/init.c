@@ -46,6 +46,8 @@ static int runtime_start(int serialized)
     msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_solo_start(serialized);
     msh_on_flag = 1;
+    if (!serialized)
+        msh_win_direct_runtime(1);
     return 0;
 }
 
@@ -177,6 +179,8 @@ MSH_EXPORT int MPI_Finalize(void)
             pending += msh_pool.v[i].npending;
         atomic_store_explicit(&msh_solo_on, 0, memory_order_release);
         msh_on_flag = 0; /* from here on, everything is forwarded */
+        if (!msh_pool.serialized)
+            msh_win_direct_runtime(0);
         int comms = msh_comm_fini();
         if (msh_cfg.stats)
             print_stats(pending, comms);

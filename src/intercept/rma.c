@@ -169,6 +169,8 @@ static inline msh_win *split_win(MPI_Win win)
 
 #define WIN_SYNC(win, host_call, shim_call)                                                                      \
     do {                                                                                                          \
+        if (MSH_LIKELY(msh_win_direct()))                                                                         \
+            return host_call;                                                                                     \
         msh_win *e = split_win(win);                                                                              \
         MSH_PASS_ENTER();                                                                                         \
         int rc_ = e ? (shim_call) : (host_call);                                                                  \

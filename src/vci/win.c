@@ -9,6 +9,19 @@
 
 msh_htab msh_win_table = MSH_HTAB_INIT;
 _Atomic int msh_win_nsplit;
+_Atomic int msh_win_gate = 1; /* the runtime is off until it starts */
+
+void msh_win_direct_runtime(int on)
+{
+    atomic_fetch_add_explicit(&msh_win_gate, on ? -1 : 1, memory_order_relaxed);
+}
+
+/* One more or one less window with K > 1. */
+static void split_count(int d)
+{
+    atomic_fetch_add_explicit(&msh_win_nsplit, d, memory_order_relaxed);
+    atomic_fetch_add_explicit(&msh_win_gate, d, memory_order_relaxed);
+}
 
 MSH_TLS int msh_win_thread_slot = -1;
 static _Atomic int next_slot;
@@ -151,7 +164,7 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     rc = msh_htab_insert(&msh_win_table, &e->h);
     if (rc == MPI_SUCCESS) {
         if (k > 1)
-            atomic_fetch_add_explicit(&msh_win_nsplit, 1, memory_order_relaxed);
+            split_count(1);
         return MPI_SUCCESS;
     }
     for (int i = 1; i < k; i++)
@@ -171,7 +184,7 @@ int msh_win_free(MPI_Win *win)
     int rc = MPI_SUCCESS;
     if (e) {
         if (e->k > 1)
-            atomic_fetch_sub_explicit(&msh_win_nsplit, 1, memory_order_relaxed);
+            split_count(-1);
         /* Internal windows first, in reverse creation order on every rank. */
         for (int i = e->k - 1; i > 0; i--) {
             int r = PMPI_Win_free(&e->wins[i]);

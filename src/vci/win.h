@@ -58,6 +58,20 @@ extern msh_htab msh_win_table;
 /* Live windows with K > 1: while there are none (every allocated window by
  * default), routing is one load of this counter. */
 extern _Atomic int msh_win_nsplit;
+
+/* Reasons an RMA call cannot go straight to the host: 1 while the runtime is
+ * off (before MPI_Init, after MPI_Finalize, disabled, below MULTIPLE) or
+ * serializes the host, plus one per live window with K > 1. While it is 0,
+ * MPI_Put and friends are one relaxed load and a tail call. Relaxed: the
+ * gate changes inside init, finalize and collective window calls, which
+ * every thread that uses the windows is already ordered after. */
+extern _Atomic int msh_win_gate;
+static inline int msh_win_direct(void)
+{
+    return atomic_load_explicit(&msh_win_gate, memory_order_relaxed) == 0;
+}
+/* The runtime starts (concurrent host) or stops: opens or closes the gate. */
+void msh_win_direct_runtime(int on);
 extern MSH_TLS int msh_win_thread_slot;
 int msh_win_thread_slot_assign(void);
 

@@ -11,6 +11,7 @@
  * 3. Errors go through the user window's handler, once, with the right
  *    class, also from an operation routed to an internal window. */
 /* mpishim-env: MPISHIM_WIN_K=4 */
+/* mpishim-env: MPISHIM_WIN_K=4 MPISHIM_HOST_THREAD=serialized */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
