@@ -65,27 +65,10 @@
 static int rank, size, peer;
 static MPI_Comm comm;
 
-#if defined(MPICH_NUMVERSION) && defined(MPICH_CALC_VERSION)
-#if MPICH_NUMVERSION < MPICH_CALC_VERSION(4, 1, 0, 0, 0)
-#define HOST_MPICH40 1
-#endif
-#endif
-#ifndef HOST_MPICH40
-#define HOST_MPICH40 0
-#endif
-
-/* The calls reach the host's own partitioned implementation: only then is
- * a host deviation acceptable. */
-static int native_host(void)
-{
-    const char *e = getenv("TEST_EXPECT_SHIM");
-    return HOST_MPICH40 && !(e != NULL && strcmp(e, "active") == 0);
-}
-
 /* A case that crashes or aborts MPICH 4.0.2: skipped there (reported). */
 static int skip_on_native(const char *what)
 {
-    return native_host() && test_known_deviation(what, "MPICH 4.0.2 partitioned communication");
+    return test_native_mpich40() && test_known_deviation(what, "MPICH 4.0.2 partitioned communication");
 }
 
 static int class_of(int rc)
@@ -106,7 +89,7 @@ static int expect_(int rc, int want, const char *want_name, int dev, const char 
     str[0] = '\0';
     CHECK_MPI(MPI_Error_string(rc, str, &len));
     CHECK(len > 0 && (int)strlen(str) == len, "%s: MPI_Error_string gave length %d for code %d", what, len, rc);
-    if (cls != want && dev != -1 && cls == dev && native_host()) {
+    if (cls != want && dev != -1 && cls == dev && test_native_mpich40()) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s: error class %d, not %s", what, cls, want_name);
         if (test_known_deviation(msg, "MPICH 4.0.2 partitioned communication"))
@@ -134,7 +117,7 @@ static void parrived_inactive(MPI_Request r, const char *what)
     int flag = 0, rc;
     test_step = what;
     rc = MPI_Parrived(r, 0, &flag);
-    if (rc != MPI_SUCCESS && native_host() && class_of(rc) == MPI_ERR_REQUEST) {
+    if (rc != MPI_SUCCESS && test_native_mpich40() && class_of(rc) == MPI_ERR_REQUEST) {
         char msg[200];
         snprintf(msg, sizeof msg, "%s: MPI_ERR_REQUEST instead of flag = true", what);
         if (test_known_deviation(msg, "MPICH < 4.1, fixed by pmodels/mpich#6361"))
@@ -340,7 +323,7 @@ static void truncation(void)
             CHECK(r != MPI_REQUEST_NULL, "MPI_Wait freed the partitioned receive request");
             CHECK(st.MPI_SOURCE == peer && st.MPI_TAG == TAG, "truncated receive: status source %d tag %d",
                   st.MPI_SOURCE, st.MPI_TAG);
-            if (cls == MPI_ERR_TRUNCATE && !native_host())
+            if (cls == MPI_ERR_TRUNCATE && !test_native_mpich40())
                 expect_(st.MPI_ERROR, MPI_ERR_TRUNCATE, "MPI_ERR_TRUNCATE", -1,
                         "status.MPI_ERROR after MPI_Wait on a truncated receive");
             test_step = "truncation: MPI_Wait on the send";

@@ -63,28 +63,12 @@ static MPI_Request ps, pr, ps2, pr2, qs, qr; /* partitioned, persistent */
 static int is_active(int i) { return i != 0 && i != 7 && i != 4 && i != 9; }
 static int is_recv(int i) { return i == 3 || i == 5 || i == 8; }
 
-#if defined(MPICH_NUMVERSION) && defined(MPICH_CALC_VERSION)
-#if MPICH_NUMVERSION < MPICH_CALC_VERSION(4, 1, 0, 0, 0)
-#define HOST_MPICH40 1
-#endif
-#endif
-#ifndef HOST_MPICH40
-#define HOST_MPICH40 0
-#endif
-
-/* The calls reach MPICH 4.0's own partitioned implementation. */
-static int native_host(void)
-{
-    const char *e = getenv("TEST_EXPECT_SHIM");
-    return HOST_MPICH40 && !(e != NULL && strcmp(e, "active") == 0);
-}
-
 static void check_empty(const MPI_Status *st, const char *what, int i)
 {
     int n = -1;
     /* MPICH 4.0.2 leaves the request's own status: zeros for a send, the
      * matched sender's source and tag for a receive */
-    if (native_host() && ((i == 4 && st->MPI_SOURCE == 0 && st->MPI_TAG == 0) ||
+    if (test_native_mpich40() && ((i == 4 && st->MPI_SOURCE == 0 && st->MPI_TAG == 0) ||
                           (i == 9 && st->MPI_SOURCE == peer && st->MPI_TAG == TAG_PART2))) {
         char msg[200];
         snprintf(msg, sizeof msg, "%s: inactive partitioned %s (entry %d) gave status source %d tag %d, "
@@ -104,7 +88,7 @@ static void check_empty(const MPI_Status *st, const char *what, int i)
  * partitioned request; MPICH 4.0.2 leaves the status untouched there. */
 static void check_empty_inactive(const MPI_Status *st, const char *what, int i)
 {
-    if (native_host() && st->MPI_SOURCE == 0x5a5a5a5a && st->MPI_TAG == 0x5a5a5a5a) {
+    if (test_native_mpich40() && st->MPI_SOURCE == 0x5a5a5a5a && st->MPI_TAG == 0x5a5a5a5a) {
         char msg[200];
         snprintf(msg, sizeof msg, "%s: status left untouched, not set empty", what);
         if (test_known_deviation(msg, "MPICH 4.0.2 partitioned communication"))
@@ -273,7 +257,7 @@ static void round_any(MPI_Request *r, int round, int wait)
           what, round, flag, idx);
     /* MPICH < 4.1 MPI_Testany with only null and inactive handles leaves
      * the status untouched (also seen with persistent requests, mt_mixed) */
-    if (!wait && native_host() && st.MPI_SOURCE == 0x5a5a5a5a && st.MPI_TAG == 0x5a5a5a5a &&
+    if (!wait && test_native_mpich40() && st.MPI_SOURCE == 0x5a5a5a5a && st.MPI_TAG == 0x5a5a5a5a &&
         test_known_deviation("MPI_Testany on null + inactive handles left the status unset instead of empty",
                              "MPICH < 4.1 MPIR_Testany does not treat inactive handles as null"))
         return;
@@ -361,7 +345,7 @@ static void get_status(void)
         CHECK_MPI(MPI_Request_get_status(pr, &flag, &st));
     }
     CHECK(pr == pr_keep, "MPI_Request_get_status changed the handle");
-    if (native_host() && st.MPI_SOURCE == 0x5a5a5a5a && st.MPI_TAG == 0x5a5a5a5a &&
+    if (test_native_mpich40() && st.MPI_SOURCE == 0x5a5a5a5a && st.MPI_TAG == 0x5a5a5a5a &&
         test_known_deviation("MPI_Request_get_status on a complete active partitioned receive: flag true but "
                              "the status left untouched",
                              "MPICH 4.0.2 partitioned communication")) {
@@ -417,7 +401,7 @@ int main(int argc, char **argv)
             switch (round) {
             case 0: round_waitall(r, round); break;
             case 1:
-                if (native_host() &&
+                if (test_native_mpich40() &&
                     test_known_deviation("MPI_Testall on an array with a partitioned request returns "
                                          "MPI_ERR_IN_STATUS although every MPI_ERROR is MPI_SUCCESS, and with "
                                          "flag = false already frees completed nonblocking requests; this round "
