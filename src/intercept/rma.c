@@ -25,72 +25,61 @@ static int make(msh_win_args *a, MPI_Win *win)
     return rc;
 }
 
+/* Every constructor: the host call as is while the shim does not track
+ * windows, else the user's arguments (designated initializers) to make(). */
+#define WIN_MAKE(host_call, ...)                                                                                 \
+    do {                                                                                                          \
+        if (!tracked())                                                                                           \
+            return host_call;                                                                                     \
+        msh_win_args a_ = { __VA_ARGS__, .info = info, .comm = comm };                                            \
+        return make(&a_, win);                                                                                    \
+    } while (0)
+
 MSH_EXPORT int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_create(base, size, disp_unit, info, comm, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_CREATE, .size = size, .disp_unit = disp_unit, .info = info,
-                       .comm = comm, .base = base };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_create(base, size, disp_unit, info, comm, win), .flavor = MPI_WIN_FLAVOR_CREATE,
+             .size = size, .disp_unit = disp_unit, .base = base);
 }
 
 MSH_EXPORT int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
                                 MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_ALLOCATE, .size = size, .disp_unit = disp_unit, .info = info,
-                       .comm = comm, .baseptr = baseptr };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win), .flavor = MPI_WIN_FLAVOR_ALLOCATE,
+             .size = size, .disp_unit = disp_unit, .baseptr = baseptr);
 }
 
 MSH_EXPORT int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
                                        MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_SHARED, .size = size, .disp_unit = disp_unit, .info = info,
-                       .comm = comm, .baseptr = baseptr };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win), .flavor = MPI_WIN_FLAVOR_SHARED,
+             .size = size, .disp_unit = disp_unit, .baseptr = baseptr);
 }
 
 MSH_EXPORT int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_create_dynamic(info, comm, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_DYNAMIC, .disp_unit = 1, .info = info, .comm = comm };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_create_dynamic(info, comm, win), .flavor = MPI_WIN_FLAVOR_DYNAMIC, .disp_unit = 1);
 }
 
 #if MPI_VERSION >= 4
 MSH_EXPORT int MPI_Win_create_c(void *base, MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
                                 MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_create_c(base, size, disp_unit, info, comm, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_CREATE, .size = size, .disp_unit = disp_unit, .large = 1,
-                       .info = info, .comm = comm, .base = base };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_create_c(base, size, disp_unit, info, comm, win), .flavor = MPI_WIN_FLAVOR_CREATE,
+             .size = size, .disp_unit = disp_unit, .large = 1, .base = base);
 }
 
 MSH_EXPORT int MPI_Win_allocate_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
                                   MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_ALLOCATE, .size = size, .disp_unit = disp_unit, .large = 1,
-                       .info = info, .comm = comm, .baseptr = baseptr };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_allocate_c(size, disp_unit, info, comm, baseptr, win), .flavor = MPI_WIN_FLAVOR_ALLOCATE,
+             .size = size, .disp_unit = disp_unit, .large = 1, .baseptr = baseptr);
 }
 
 MSH_EXPORT int MPI_Win_allocate_shared_c(MPI_Aint size, MPI_Aint disp_unit, MPI_Info info, MPI_Comm comm,
                                          void *baseptr, MPI_Win *win)
 {
-    if (!tracked())
-        return PMPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win);
-    msh_win_args a = { .flavor = MPI_WIN_FLAVOR_SHARED, .size = size, .disp_unit = disp_unit, .large = 1,
-                       .info = info, .comm = comm, .baseptr = baseptr };
-    return make(&a, win);
+    WIN_MAKE(PMPI_Win_allocate_shared_c(size, disp_unit, info, comm, baseptr, win),
+             .flavor = MPI_WIN_FLAVOR_SHARED, .size = size, .disp_unit = disp_unit, .large = 1, .baseptr = baseptr);
 }
 #endif
 
