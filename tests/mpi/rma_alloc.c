@@ -132,6 +132,56 @@ static void attributes(int flavor, MPI_Aint size, int disp_unit)
         MPI_Comm_free(&comm);
 }
 
+#if MPI_VERSION >= 4
+/* The MPI-4 large-count constructors (MPI_Aint disp_unit) go the same way:
+ * user size reported, allocated memory where Put puts it. */
+static void large_count_constructors(void)
+{
+    test_step = "MPI-4 _c constructors";
+    const MPI_Aint size = 4100;
+    MPI_Win win;
+    unsigned char *base;
+    CHECK_MPI(MPI_Win_allocate_c(size, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win));
+    memset(base, 0, (size_t)size);
+    CHECK_MPI(MPI_Win_fence(0, win));
+    unsigned char v = 0x5A;
+    CHECK_MPI(MPI_Put_c(&v, 1, MPI_BYTE, (me + 1) % np, 32, 1, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_fence(0, win));
+    if (!(base[32 - size % 16] == 0x5A && test_native_mpich40() &&
+          test_known_deviation("MPI_Win_allocate_c base pointer shifted by size mod 16", "MPICH 4.0.2 ch4:ucx")))
+        CHECK(base[32] == 0x5A, "allocate_c: the byte Put at displacement 32 is not at index 32");
+    MPI_Aint *sz;
+    int flag = 0;
+    CHECK_MPI(MPI_Win_get_attr(win, MPI_WIN_SIZE, &sz, &flag));
+    CHECK(flag && *sz == size, "allocate_c: MPI_WIN_SIZE %ld", flag ? (long)*sz : -1L);
+    CHECK_MPI(MPI_Win_free(&win));
+
+    unsigned char *mine = calloc(1, (size_t)size);
+    CHECK(mine != NULL, "calloc");
+    CHECK_MPI(MPI_Win_create_c(mine, size, 2, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    int *du; /* the attribute is an int for every constructor */
+    CHECK_MPI(MPI_Win_get_attr(win, MPI_WIN_SIZE, &sz, &flag));
+    CHECK(flag && *sz == size, "create_c: MPI_WIN_SIZE %ld", flag ? (long)*sz : -1L);
+    CHECK_MPI(MPI_Win_get_attr(win, MPI_WIN_DISP_UNIT, &du, &flag));
+    CHECK(flag && *du == 2, "create_c: MPI_WIN_DISP_UNIT %d", flag ? *du : -1);
+    CHECK_MPI(MPI_Win_free(&win));
+    free(mine);
+
+    MPI_Comm node;
+    CHECK_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node));
+    CHECK_MPI(MPI_Win_allocate_shared_c(size, 4, MPI_INFO_NULL, node, &base, &win));
+    MPI_Aint qs = -1, qd = -1;
+    unsigned char *qb = NULL;
+    int nr, nn;
+    test_rank_size(node, &nr, &nn);
+    CHECK_MPI(MPI_Win_shared_query_c(win, nr, &qs, &qd, &qb));
+    CHECK(qs == size && qd == 4 && qb == base, "shared_query_c(self): size %ld disp_unit %ld base %p (%p)",
+          (long)qs, (long)qd, (void *)qb, (void *)base);
+    CHECK_MPI(MPI_Win_free(&win));
+    MPI_Comm_free(&node);
+}
+#endif
+
 static int handler_calls, handler_class;
 static void count_errors(MPI_Win *w, int *code, ...)
 {
@@ -187,6 +237,9 @@ int main(int argc, char **argv)
     attributes(MPI_WIN_FLAVOR_ALLOCATE, 24, 8);
     attributes(MPI_WIN_FLAVOR_SHARED, 4100 + 16 * r, 4); /* sizes differ by rank (node-local rank = world rank here) */
     attributes(MPI_WIN_FLAVOR_DYNAMIC, 0, 1);
+#if MPI_VERSION >= 4
+    large_count_constructors();
+#endif
     errors();
     test_watchdog("rma_alloc", 0);
     test_finish("rma_alloc");
