@@ -43,55 +43,35 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$top/build
-results=${BENCH_RESULTS:-$here/results}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+bench_setup multirate
 threads=${BENCH_THREADS:-1 2 4 8}
-runs=${BENCH_RUNS:-5}
 secs=${BENCH_SECONDS:-1}
-extra=${BENCH_ARGS:-}
 tmo=${BENCH_TIMEOUT:-120}
 
-die() { echo "run_multirate: $*" >&2; exit 2; }
-
 for t in $threads; do
-    [[ $t =~ ^[1-9][0-9]*$ ]] || die "BENCH_THREADS: '$t' is not a positive integer"
+    bench_posint BENCH_THREADS "$t"
 done
 [ -n "${threads// /}" ] || die "BENCH_THREADS is empty"
-[[ $runs =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS: '$runs' is not a positive integer"
-[[ $tmo =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT: '$tmo' is not a positive integer"
+bench_posint BENCH_RUNS "$runs"
+bench_posint BENCH_TIMEOUT "$tmo"
 [[ $secs =~ ^[0-9]*\.?[0-9]+$ ]] || die "BENCH_SECONDS: '$secs' is not a number of seconds"
 
-hosts=("$@")
-if [ ${#hosts[@]} -eq 0 ]; then
-    for h in openmpi mpich; do [ -f "$build/$h/host.env" ] && hosts+=("$h"); done
-fi
-[ ${#hosts[@]} -gt 0 ] || die "nothing built under $build (run make at $top)"
-for h in "${hosts[@]}"; do
-    case $h in openmpi|mpich) ;; *) die "unknown host '$h' (openmpi or mpich)" ;; esac
-    [ -f "$build/$h/libmpishim.so" ] || die "$build/$h/libmpishim.so missing: run make at $top"
-    [ -x "$build/$h/bench/multirate" ] || die "$build/$h/bench/multirate missing: run make -C $here multirate"
-done
-[ -x "$build/mpishim" ] || die "$build/mpishim (the launcher) missing: run make at $top"
-command -v timeout >/dev/null || die "timeout (coreutils) not found"
-
-# Open MPI refuses root without these; harmless elsewhere.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+bench_hosts "$@"
 
 configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive everywhere)
 # Short column titles, same order.
 titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt everywh)
-cores=$(nproc)
 
-mkdir -p "$results/logs"
-summary=$results/multirate-summary.txt
-failures=()
-t_begin=$SECONDS
+bench_start
 
-# run_one HOST T CONFIG ROUND: prints the rate (M msg/s) or NaN.
-run_one() {
-    local host=$1 t=$2 cfg=$3 round=$4
+bench_configs() { echo "${configs[*]}"; }
+
+# bench_run HOST T CONFIG ROUND CSV: one run, its CSV line; prints the rate
+# (M msg/s) or NaN.
+bench_run() {
+    local host=$1 t=$2 cfg=$3 round=$4 csv=$5
     local prog=$build/$host/bench/multirate
     local -a cmd
     # shellcheck disable=SC2206  # word splitting of flags is intended
@@ -112,19 +92,20 @@ run_one() {
     local rate
     rate=$(sed -n 's/^multirate .*mmsgs_per_s=\([0-9.eE+-]*\).*/\1/p' <<< "$out" | head -n 1)
     if [ $rc -eq 0 ] && [ -n "$rate" ]; then
+        echo "$host,$t,$cfg,$round,$rate" >> "$csv"
         echo "$rate"
         return
     fi
     local why="exit code $rc"
     { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && why="timed out after ${tmo}s"
     [ $rc -eq 0 ] && why="no result line"
-    { echo "# ${cmd[*]}"; echo "# $why"; echo "$out"; } > "$log"
-    failures+=("$host T=$t $cfg run $round: $why (output: ${log#"$top"/})")
+    bench_fail "$log" "$host T=$t $cfg run $round" "$why" "$out" "${cmd[@]}"
+    echo "$host,$t,$cfg,$round,NaN" >> "$csv"
     echo NaN
 }
 
-# table HOST CSV: the three tables of one host, from the CSV.
-table() {
+# bench_table HOST CSV: the three tables of one host, from the CSV.
+bench_table() {
     local host=$1 csv=$2
     awk -f "$here/medians.awk" "$csv" | awk -v cfgs="${configs[*]}" -v titles="${titles[*]}" \
         -v cores="$cores" -v host="$host" '
@@ -172,30 +153,14 @@ table() {
     }'
 }
 
-# The first line of `mpirun --version`; Hydra's is a heading ("HYDRA build
-# details:"), so there the first line that carries the version is used.
-mpirun_version() {
-    local out first
-    out=$("$1" --version 2>&1)
-    first=$(head -n 1 <<< "$out")
-    case $first in
-        *:) grep -m 1 -E '^[[:space:]]*Version:' <<< "$out" |
-                sed -e 's/^[[:space:]]*Version:[[:space:]]*/HYDRA (MPICH) /' ;;
-        *) echo "$first" ;;
-    esac
-}
-
 # --- header --------------------------------------------------------------
 header=$(
     echo "Multirate pairwise benchmark (bench/multirate.c): T pairs, 8-byte messages unless"
     echo "BENCH_ARGS says otherwise, window 128, ack per window; median of $runs alternating runs"
     echo "of ${secs}s each; M msg/s = millions of data messages per second, all pairs together."
-    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')   machine: $(uname -n), $cores cores (nproc), $(uname -sr)"
+    bench_machine_line
     echo "multirate options for every run: -q -d $secs${extra:+ $extra}"
-    for h in "${hosts[@]}"; do
-        # shellcheck disable=SC1090
-        ( . "$build/$h/host.env"; printf '%-8s %s --version: %s\n' "$h" "$MPIRUN" "$(mpirun_version "$MPIRUN")" )
-    done
+    bench_host_lines short
     echo "configs: raw = host MPI alone; g-*/v-* = through mpishim with MPISHIM_PROGRESS=global/vci"
     echo "         and MPISHIM_WAIT=spin/block/adapt(ive); everywh = MPI everywhere (multirate -p,"
     echo "         2T ranks, raw host). Both modes run 2T busy entities: more than $cores oversubscribes."
@@ -204,53 +169,6 @@ echo "$header"
 echo
 
 # --- runs ----------------------------------------------------------------
-body=""
-for host in "${hosts[@]}"; do
-    # shellcheck disable=SC1090
-    . "$build/$host/host.env"
-    [ "$HOST_FLAVOR" = openmpi ] || MPIRUN_FLAGS=""
-    csv=$results/multirate-$host.csv
-    rm -f "$results/logs/$host-"*.log
-    echo "host,T,config,run,mmsgs_per_s" > "$csv"
-    nconf=${#configs[@]}
-    for round in $(seq "$runs"); do
-        for t in $threads; do
-            line=""
-            for k in $(seq 0 $((nconf - 1))); do
-                cfg=${configs[$(( (k + round - 1) % nconf ))]}
-                # command substitution would lose failures+=() of run_one: use a file
-                run_one "$host" "$t" "$cfg" "$round" > "$results/.rate.$$"
-                rate=$(cat "$results/.rate.$$")
-                echo "$host,$t,$cfg,$round,$rate" >> "$csv"
-                line+=" $cfg=$rate"
-            done
-            printf '%s round %d/%d T=%d:%s\n' "$host" "$round" "$runs" "$t" "$line" >&2
-        done
-    done
-    rm -f "$results/.rate.$$"
-    tab=$(printf '== %s ==\n' "$host"; table "$host" "$csv")
-    echo "$tab"
-    echo
-    body+="$tab"$'\n\n'
-done
-
-elapsed=$((SECONDS - t_begin))
-{
-    echo "$header"
-    echo
-    printf '%s' "$body"
-    echo "total time of the runs: $((elapsed / 60)) min $((elapsed % 60)) s"
-    if [ ${#failures[@]} -gt 0 ]; then
-        echo "${#failures[@]} failed run(s):"
-        printf '  %s\n' "${failures[@]}"
-    fi
-} > "$summary"
-
-echo "total time of the runs: $((elapsed / 60)) min $((elapsed % 60)) s"
-echo "wrote $summary and $(printf "$results/multirate-%s.csv " "${hosts[@]}")"
-if [ ${#failures[@]} -gt 0 ]; then
-    echo "${#failures[@]} run(s) failed (recorded as NaN):"
-    printf '  %s\n' "${failures[@]}"
-    exit 1
-fi
-exit 0
+# shellcheck disable=SC2086  # the list of T is split into words
+bench_rounds "host,T,config,run,mmsgs_per_s" "" "T=" $threads
+bench_finish ""

@@ -52,12 +52,10 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$top/build
-results=${BENCH_RESULTS:-$here/results}
-runs=${BENCH_RUNS:-5}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+bench_setup partitioned
 modes=${BENCH_MODES:-overhead parts early}
-extra=${BENCH_ARGS:-}
 agg=${BENCH_AGG_BYTES:-8192}
 tmo=${BENCH_TIMEOUT:-120}
 
@@ -66,41 +64,19 @@ tmo=${BENCH_TIMEOUT:-120}
 # there) while the small sizes get up to 1000 (early: 200).
 declare -A mode_args=([overhead]="-b 64" [parts]="-b 32" [early]="-b 64")
 
-die() { echo "run_partitioned: $*" >&2; exit 2; }
-
-[[ $runs =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS: '$runs' is not a positive integer"
-[[ $tmo =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT: '$tmo' is not a positive integer"
+bench_posint BENCH_RUNS "$runs"
+bench_posint BENCH_TIMEOUT "$tmo"
 [[ $agg =~ ^[0-9]+$ ]] || die "BENCH_AGG_BYTES: '$agg' is not a number of bytes"
 [ -n "${modes// /}" ] || die "BENCH_MODES is empty"
 for m in $modes; do
     case $m in overhead|parts|early) ;; *) die "BENCH_MODES: unknown mode '$m' (overhead parts early)" ;; esac
 done
 
-hosts=("$@")
-if [ ${#hosts[@]} -eq 0 ]; then
-    for h in openmpi mpich; do [ -f "$build/$h/host.env" ] && hosts+=("$h"); done
-fi
-[ ${#hosts[@]} -gt 0 ] || die "nothing built under $build (run make at $top)"
-for h in "${hosts[@]}"; do
-    case $h in openmpi|mpich) ;; *) die "unknown host '$h' (openmpi or mpich)" ;; esac
-    [ -f "$build/$h/libmpishim.so" ] || die "$build/$h/libmpishim.so missing: run make at $top"
-    [ -x "$build/$h/bench/partitioned" ] || die "$build/$h/bench/partitioned missing: run make -C $here partitioned"
-done
-[ -x "$build/mpishim" ] || die "$build/mpishim (the launcher) missing: run make at $top"
-command -v timeout >/dev/null || die "timeout (coreutils) not found"
+bench_hosts "$@"
+bench_start
 
-# Open MPI refuses root without these; harmless elsewhere.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-
-cores=$(nproc)
-mkdir -p "$results/logs"
-summary=$results/partitioned-summary.txt
-failures=()
-t_begin=$SECONDS
-
-# configs_of HOST MODE: the configurations, in their table order.
-configs_of() {
+# bench_configs HOST MODE: the configurations, in their table order.
+bench_configs() {
     local host=$1 mode=$2 c=(shim)
     [ "$host" = mpich ] && c+=(native)
     [ "$mode" = parts ] && [ "$agg" -gt 0 ] && c+=(agg)
@@ -108,8 +84,8 @@ configs_of() {
     echo "${c[*]}"
 }
 
-# run_one HOST MODE CONFIG ROUND CSV: one run, its result lines into the CSV.
-run_one() {
+# bench_run HOST MODE CONFIG ROUND CSV: one run, its result lines into the CSV.
+bench_run() {
     local host=$1 mode=$2 cfg=$3 round=$4 csv=$5
     local prog=$build/$host/bench/partitioned
     local -a cmd flags more margs launch
@@ -143,11 +119,10 @@ run_one() {
     elif ! grep -q '^partitioned done errors=0' <<< "$out"; then
         why="no final result line"
     elif ! grep -q "^partitioned info .* shim=$want_shim " <<< "$out"; then
-        why="shim expected $([ $want_shim = 1 ] && echo active || echo inactive), the program saw otherwise"
+        why=$(bench_shim_mismatch "$want_shim")
     fi
     if [ -n "$why" ]; then
-        { echo "# ${cmd[*]}"; echo "# $why"; echo "$out"; } > "$log"
-        failures+=("$host $mode $cfg run $round: $why (output: ${log#"$top"/})")
+        bench_fail "$log" "$host $mode $cfg run $round" "$why" "$out" "${cmd[@]}"
         echo "$host,$mode,$cfg,-,0,0,0,failed,$round,NaN" >> "$csv"
         echo "failed ($why)"
         return
@@ -165,39 +140,12 @@ run_one() {
     echo "ok $((SECONDS - t0))s"
 }
 
-# The first line of `mpirun --version`; Hydra's is a heading ("HYDRA build
-# details:"), so there the first line that carries the version is used.
-mpirun_version() {
-    local out first
-    out=$("$1" --version 2>&1)
-    first=$(head -n 1 <<< "$out")
-    case $first in
-        *:) grep -m 1 -E '^[[:space:]]*Version:' <<< "$out" |
-                sed -e 's/^[[:space:]]*Version:[[:space:]]*/HYDRA (MPICH) /' ;;
-        *) echo "$first" ;;
-    esac
-}
-
-# tables HOST CSV: the tables of one host, from its CSV.
-tables() {
+# bench_table HOST CSV: the tables of one host, from its CSV.
+bench_table() {
     local host=$1 csv=$2
-    awk -F, -v host="$host" -v modes="$modes" -v cfgs_overhead="$(configs_of "$host" overhead)" \
-        -v cfgs_parts="$(configs_of "$host" parts)" -v cfgs_early="$(configs_of "$host" early)" \
-        -v runs="$runs" -v agg="$agg" -v dargs="$extra" '
-    function isnum(x) { return x ~ /^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/ }
-    function hsize(s) {
-        if (s >= 1048576 && s % 1048576 == 0) return (s / 1048576) "M"
-        if (s >= 1024 && s % 1024 == 0) return (s / 1024) "K"
-        return s
-    }
-    # median of the runs of one cell, or "" when none
-    function med(key,    m, a, b, x, t) {
-        m = n[key] + 0
-        if (m == 0) return ""
-        for (a = 1; a <= m; a++) t[a] = v[key, a]
-        for (a = 2; a <= m; a++) { x = t[a]; for (b = a - 1; b >= 1 && t[b] > x; b--) t[b + 1] = t[b]; t[b + 1] = x }
-        return (m % 2) ? t[(m + 1) / 2] : (t[m / 2] + t[m / 2 + 1]) / 2
-    }
+    awk -F, -v host="$host" -v modes="$modes" -v cfgs_overhead="$(bench_configs "$host" overhead)" \
+        -v cfgs_parts="$(bench_configs "$host" parts)" -v cfgs_early="$(bench_configs "$host" early)" \
+        -v runs="$runs" -v agg="$agg" -v dargs="$extra" "$bench_awk"'
     function us(x) { return x == "" ? "-" : (x < 10 ? sprintf("%.2f", x) : (x < 1000 ? sprintf("%.1f", x) : sprintf("%.0f", x))) }
     function pct(a, b) { return (a == "" || b == "" || b <= 0) ? "-" : sprintf("%+.0f%%", (a - b) / b * 100) }
     function ratio(a, b,    r) {
@@ -350,21 +298,13 @@ tables() {
 }
 
 # --- header --------------------------------------------------------------
-libinfo() {
-    local f=$1
-    printf '%s (%s, md5 %s)' "${f#"$top"/}" "$(date -u -r "$f" '+%Y-%m-%d %H:%M UTC')" "$(md5sum < "$f" | cut -c1-12)"
-}
 header=$(
     echo "Partitioned communication benchmark (bench/partitioned.c), 2 ranks: rank 0 sends, rank 1 receives;"
     echo "median over $runs alternating runs of each run's median round (mean and min are in the program output)."
-    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')   machine: $(uname -n), $cores cores (nproc), $(uname -sr)"
-    echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine adds noise)"
-    echo "source: $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$top" diff --quiet HEAD -- src include 2>/dev/null || echo ' + uncommitted changes in src/ or include/')"
-    for h in "${hosts[@]}"; do
-        # shellcheck disable=SC1090
-        ( . "$build/$h/host.env"; printf '%-8s %s --version: %s; MPI %s\n' "$h" "$MPIRUN" "$(mpirun_version "$MPIRUN")" "$HOST_MPI_VERSION"
-          printf '         %s\n' "$(libinfo "$build/$h/libmpishim.so")" )
-    done
+    bench_machine_line
+    bench_load_line
+    bench_source_line
+    bench_host_lines full
     for m in $modes; do
         echo "options $m: -m $m -q ${mode_args[$m]}${extra:+ $extra}"
     done
@@ -378,52 +318,6 @@ echo "$header"
 echo
 
 # --- runs ----------------------------------------------------------------
-body=""
-for host in "${hosts[@]}"; do
-    # shellcheck disable=SC1090
-    . "$build/$host/host.env"
-    [ "$HOST_FLAVOR" = openmpi ] || MPIRUN_FLAGS=""
-    csv=$results/partitioned-$host.csv
-    rm -f "$results/logs/partitioned-$host-"*.log
-    echo "host,mode,config,kind,size,parts,threads,metric,run,usec" > "$csv"
-    for round in $(seq "$runs"); do
-        for mode in $modes; do
-            read -r -a cfgs <<< "$(configs_of "$host" "$mode")"
-            nconf=${#cfgs[@]}
-            line=""
-            for k in $(seq 0 $((nconf - 1))); do
-                cfg=${cfgs[$(( (k + round - 1) % nconf ))]}
-                # command substitution would lose failures+=() of run_one: use a file
-                run_one "$host" "$mode" "$cfg" "$round" "$csv" > "$results/.part.$$"
-                line+=" $cfg=$(cat "$results/.part.$$")"
-            done
-            printf '%s round %d/%d %s:%s\n' "$host" "$round" "$runs" "$mode" "$line" >&2
-        done
-    done
-    rm -f "$results/.part.$$"
-    tab=$(printf '== %s ==\n' "$host"; tables "$host" "$csv")
-    echo "$tab"
-    echo
-    body+="$tab"$'\n\n'
-done
-
-elapsed=$((SECONDS - t_begin))
-{
-    echo "$header"
-    echo
-    printf '%s' "$body"
-    echo "total time of the runs: $((elapsed / 60)) min $((elapsed % 60)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-    if [ ${#failures[@]} -gt 0 ]; then
-        echo "${#failures[@]} failed run(s):"
-        printf '  %s\n' "${failures[@]}"
-    fi
-} > "$summary"
-
-echo "total time of the runs: $((elapsed / 60)) min $((elapsed % 60)) s"
-echo "wrote $summary and $(printf "$results/partitioned-%s.csv " "${hosts[@]}")"
-if [ ${#failures[@]} -gt 0 ]; then
-    echo "${#failures[@]} run(s) failed (recorded as NaN):"
-    printf '  %s\n' "${failures[@]}"
-    exit 1
-fi
-exit 0
+# shellcheck disable=SC2086  # the list of modes is split into words
+bench_rounds "host,mode,config,kind,size,parts,threads,metric,run,usec" partitioned- "" $modes
+bench_finish "; load average at the end: $(bench_loadavg)"

@@ -61,11 +61,9 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
-top=$(cd "$here/.." && pwd)
-build=$top/build
-results=${BENCH_RESULTS:-$here/results}
-runs=${BENCH_RUNS:-5}
-extra=${BENCH_ARGS:-}
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+bench_setup rma
 tmo=${BENCH_TIMEOUT:-60}
 grid=${BENCH_RMA_GRID:-small}
 modes=${BENCH_RMA_MODES:-lockall fence pscw lock}
@@ -74,10 +72,8 @@ wins=${BENCH_RMA_WINS:-shared per-thread}
 threads=${BENCH_RMA_THREADS:-1 2 4 8}
 sizes=${BENCH_RMA_SIZES:-8 65536 1048576}
 
-die() { echo "run_rma: $*" >&2; exit 2; }
-
-[[ $runs =~ ^[1-9][0-9]*$ ]] || die "BENCH_RUNS: '$runs' is not a positive integer"
-[[ $tmo =~ ^[1-9][0-9]*$ ]] || die "BENCH_TIMEOUT: '$tmo' is not a positive integer"
+bench_posint BENCH_RUNS "$runs"
+bench_posint BENCH_TIMEOUT "$tmo"
 case $grid in small|full) ;; *) die "BENCH_RMA_GRID: '$grid' is neither small nor full" ;; esac
 for v in modes ops wins threads sizes; do
     [ -n "${!v// /}" ] || die "BENCH_RMA_${v^^} is empty"
@@ -102,22 +98,7 @@ for s in $sizes; do
     fi
 done
 
-hosts=("$@")
-if [ ${#hosts[@]} -eq 0 ]; then
-    for h in openmpi mpich; do [ -f "$build/$h/host.env" ] && hosts+=("$h"); done
-fi
-[ ${#hosts[@]} -gt 0 ] || die "nothing built under $build (run make at $top)"
-for h in "${hosts[@]}"; do
-    case $h in openmpi|mpich) ;; *) die "unknown host '$h' (openmpi or mpich)" ;; esac
-    [ -f "$build/$h/libmpishim.so" ] || die "$build/$h/libmpishim.so missing: run make at $top"
-    [ -x "$build/$h/bench/rma" ] || die "$build/$h/bench/rma missing: run make -C $here rma"
-done
-[ -x "$build/mpishim" ] || die "$build/mpishim (the launcher) missing: run make at $top"
-command -v timeout >/dev/null || die "timeout (coreutils) not found"
-
-# Open MPI refuses root without these; harmless elsewhere.
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+bench_hosts "$@"
 
 # The cells, in table order: "mode op win T size".
 in_small() { # mode op win T size
@@ -136,18 +117,15 @@ for mode in $modes; do for op in $ops; do for win in $wins; do for size in $size
 done; done; done; done; done
 [ ${#cells[@]} -gt 0 ] || die "no cell left: the lists and BENCH_RMA_GRID=$grid have nothing in common"
 
-configs=(raw shim)
-cores=$(nproc)
 wd=$((tmo > 20 ? tmo - 10 : tmo))
-mkdir -p "$results/logs"
-summary=$results/rma-summary.txt
-failures=()
 vfail_total=0
-t_begin=$SECONDS
+bench_start
 
-# run_one HOST CELL CONFIG ROUND CSV: one run, its CSV line; prints a short
+bench_configs() { echo "raw shim"; }
+
+# bench_run HOST CELL CONFIG ROUND CSV: one run, its CSV line; prints a short
 # status (the M ops/s, or why it failed).
-run_one() {
+bench_run() {
     local host=$1 cell=$2 cfg=$3 round=$4 csv=$5
     local mode op win t size
     read -r mode op win t size <<< "$cell"
@@ -182,13 +160,12 @@ run_one() {
     elif [ -z "$line" ]; then
         why="no result line"
     elif [ "$(val shim)" != "$want_shim" ]; then
-        why="shim expected $([ $want_shim = 1 ] && echo active || echo inactive), the program saw otherwise"
+        why=$(bench_shim_mismatch "$want_shim")
     elif [ $rc -eq 3 ] && [ "${f:-0}" = 0 ]; then
         why="exit code 3 without failures in the result line"
     fi
     if [ -n "$why" ]; then
-        { echo "# ${cmd[*]}"; echo "# $why"; echo "$out"; } > "$log"
-        failures+=("$host $cell $cfg run $round: $why (output: ${log#"$top"/})")
+        bench_fail "$log" "$host $cell $cfg run $round" "$why" "$out" "${cmd[@]}"
         echo "$host,$mode,$op,$win,$t,$size,$cfg,$round,NaN,NaN,${f:-NaN},NaN,NaN" >> "$csv"
         echo "failed"
         return
@@ -205,39 +182,12 @@ run_one() {
     echo "$(val mops_per_s)$([ "$f" != 0 ] && echo "(${f} fail)")"
 }
 
-# The first line of `mpirun --version`; Hydra's is a heading ("HYDRA build
-# details:"), so there the first line that carries the version is used.
-mpirun_version() {
-    local out first
-    out=$("$1" --version 2>&1)
-    first=$(head -n 1 <<< "$out")
-    case $first in
-        *:) grep -m 1 -E '^[[:space:]]*Version:' <<< "$out" |
-                sed -e 's/^[[:space:]]*Version:[[:space:]]*/HYDRA (MPICH) /' ;;
-        *) echo "$first" ;;
-    esac
-}
-
-# table HOST CSV: the table of one host, from its CSV, rows in cell order.
-table() {
+# bench_table HOST CSV: the table of one host, from its CSV, rows in cell order.
+bench_table() {
     local host=$1 csv=$2
     local order
     order=$(printf '%s\n' "${cells[@]}" | tr ' ' ',' | paste -sd ';')
-    awk -F, -v order="$order" -v cores="$cores" -v runs="$runs" '
-    function isnum(x) { return x ~ /^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$/ }
-    function hsize(s) {
-        if (s >= 1048576 && s % 1048576 == 0) return (s / 1048576) "M"
-        if (s >= 1024 && s % 1024 == 0) return (s / 1024) "K"
-        return s
-    }
-    # median of the runs of one key, or "" when none
-    function med(key,    m, a, b, x, t) {
-        m = n[key] + 0
-        if (m == 0) return ""
-        for (a = 1; a <= m; a++) t[a] = v[key, a]
-        for (a = 2; a <= m; a++) { x = t[a]; for (b = a - 1; b >= 1 && t[b] > x; b--) t[b + 1] = t[b]; t[b + 1] = x }
-        return (m % 2) ? t[(m + 1) / 2] : (t[m / 2] + t[m / 2 + 1]) / 2
-    }
+    awk -F, -v order="$order" -v cores="$cores" -v runs="$runs" "$bench_awk"'
     function rate(x) { return x == "" ? "-" : (x < 10 ? sprintf("%.3f", x) : (x < 1000 ? sprintf("%.2f", x) : sprintf("%.0f", x))) }
     function mb(x) { return x == "" ? "-" : (x < 100 ? sprintf("%.2f", x) : sprintf("%.0f", x)) }
     function ratio(a, b,    q) {
@@ -280,23 +230,15 @@ table() {
 }
 
 # --- header --------------------------------------------------------------
-libinfo() {
-    local f=$1
-    printf '%s (%s, md5 %s)' "${f#"$top"/}" "$(date -u -r "$f" '+%Y-%m-%d %H:%M UTC')" "$(md5sum < "$f" | cut -c1-12)"
-}
 header=$(
     echo "RMA-MT-style one-sided benchmark (bench/rma.c), 2 ranks: rank 0 the origin with T threads,"
     echo "rank 1 the target; 16 put/get per synchronization; median over $runs alternating runs (raw and"
     echo "shim) of each run's rate: M ops/s = millions of put/get per second, all threads together;"
     echo "MB/s = M ops/s x size (10^6 bytes). Measured phase calibrated to ~0.2 s after warm-up phases."
-    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')   machine: $(uname -n), $cores cores (nproc), $(uname -sr)"
-    echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine adds noise)"
-    echo "source: $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')$(git -C "$top" diff --quiet HEAD -- src include 2>/dev/null || echo ' + uncommitted changes in src/ or include/')"
-    for h in "${hosts[@]}"; do
-        # shellcheck disable=SC1090
-        ( . "$build/$h/host.env"; printf '%-8s %s --version: %s; MPI %s\n' "$h" "$MPIRUN" "$(mpirun_version "$MPIRUN")" "$HOST_MPI_VERSION"
-          printf '         %s\n' "$(libinfo "$build/$h/libmpishim.so")" )
-    done
+    bench_machine_line
+    bench_load_line
+    bench_source_line
+    bench_host_lines full
     echo "grid: $grid (${#cells[@]} cells); modes: $modes; ops: $ops; windows: $wins; T: $threads; sizes: $sizes"
     echo "rma options for every run: -q -W $wd${extra:+ $extra} (and -m -o -t -s [-w] of the cell)"
     echo "configs: raw = host alone; shim = through build/mpishim (defaults). Open MPI: --bind-to none."
@@ -308,50 +250,7 @@ echo "$header"
 echo
 
 # --- runs ----------------------------------------------------------------
-body=""
-for host in "${hosts[@]}"; do
-    # shellcheck disable=SC1090
-    . "$build/$host/host.env"
-    [ "$HOST_FLAVOR" = openmpi ] || MPIRUN_FLAGS=""
-    csv=$results/rma-$host.csv
-    rm -f "$results/logs/rma-$host-"*.log
-    echo "host,mode,op,win,T,size,config,run,mops_per_s,mbytes_per_s,failures,iters,seconds" > "$csv"
-    for round in $(seq "$runs"); do
-        for cell in "${cells[@]}"; do
-            line=""
-            for k in 0 1; do
-                cfg=${configs[$(( (k + round - 1) % 2 ))]}
-                # command substitution would lose failures+=() of run_one: use a file
-                run_one "$host" "$cell" "$cfg" "$round" "$csv" > "$results/.rma.$$"
-                line+=" $cfg=$(cat "$results/.rma.$$")"
-            done
-            printf '%s round %d/%d %s:%s\n' "$host" "$round" "$runs" "$cell" "$line" >&2
-        done
-    done
-    rm -f "$results/.rma.$$"
-    tab=$(printf '== %s ==\n' "$host"; table "$host" "$csv")
-    echo "$tab"
-    echo
-    body+="$tab"$'\n\n'
-done
-
-elapsed=$((SECONDS - t_begin))
-{
-    echo "$header"
-    echo
-    printf '%s' "$body"
-    echo "total time of the runs: $((elapsed / 60)) min $((elapsed % 60)) s; load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
-    if [ ${#failures[@]} -gt 0 ]; then
-        echo "${#failures[@]} failed run(s) or run(s) with verification failures ($vfail_total failures in all):"
-        printf '  %s\n' "${failures[@]}"
-    fi
-} > "$summary"
-
-echo "total time of the runs: $((elapsed / 60)) min $((elapsed % 60)) s"
-echo "wrote $summary and $(printf "$results/rma-%s.csv " "${hosts[@]}")"
-if [ ${#failures[@]} -gt 0 ]; then
-    echo "${#failures[@]} run(s) failed (recorded as NaN) or had verification failures ($vfail_total in all):"
-    printf '  %s\n' "${failures[@]}"
-    exit 1
-fi
-exit 0
+bench_rounds "host,mode,op,win,T,size,config,run,mops_per_s,mbytes_per_s,failures,iters,seconds" rma- "" "${cells[@]}"
+bench_finish "; load average at the end: $(bench_loadavg)" \
+    "failed run(s) or run(s) with verification failures ($vfail_total failures in all)" \
+    " or had verification failures ($vfail_total in all)"
