@@ -79,7 +79,7 @@
  * process mode, as in mpishim's benchmark plan.
  */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE             /* pthread_barrier_t, getopt, sysconf */
+#define _GNU_SOURCE             /* pthread_barrier_t, getopt, sysconf, RTLD_DEFAULT (common.h) */
 #endif
 
 #include <mpi.h>
@@ -92,6 +92,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "common.h" /* now() */
 
 enum {
     WARMUP_WINDOWS = 10,        /* untimed: connection setup, page faults */
@@ -141,13 +143,6 @@ static const char *const assert_keys[] = {
 #define NASSERT ((int)(sizeof assert_keys / sizeof assert_keys[0]))
 
 /* ------------------------------------------------------------------------ */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void *xmalloc(size_t n)
 {

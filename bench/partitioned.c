@@ -87,7 +87,6 @@
 #include "mpishim.h" /* the partitioned calls, for an MPI-3 host (libmpishim implements them) */
 #endif
 
-#include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -96,6 +95,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define BENCH_PROG "partitioned" /* for die() */
+#include "common.h"
 
 enum { MODE_OVERHEAD, MODE_PARTS, MODE_EARLY };
 enum { KIND_PART, KIND_BASE };
@@ -130,47 +132,12 @@ static struct {
     int quiet;
 } opt;
 
-static int rank;
 static unsigned char *buf;  /* the one data buffer of this rank */
 static size_t bufsize;
 static long errors;         /* data or status mismatches seen by this rank */
 static int status_warned;
 
 /* ------------------------------------------------------------------ helpers */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void die(const char *msg)
-{
-    fprintf(stderr, "partitioned: rank %d: %s\n", rank, msg);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    exit(2);
-}
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz ? sz : 1);
-    if (!p)
-        die("out of memory");
-    return p;
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char s[MPI_MAX_ERROR_STRING + 128];
-        char e[MPI_MAX_ERROR_STRING];
-        int n = 0;
-        MPI_Error_string(rc, e, &n);
-        snprintf(s, sizeof s, "%s failed: %s", what, e);
-        die(s);
-    }
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -913,8 +880,7 @@ int main(int argc, char **argv)
         die("out of memory");
     memset(buf, 0, bufsize); /* fault the pages in */
 
-    int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "mpishim_active");
-    int shim = active ? active() : 0;
+    int shim = shim_active();
     int ver = 0, sub = 0;
     MPI_Get_version(&ver, &sub);
 

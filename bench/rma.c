@@ -97,7 +97,6 @@
 
 #include <mpi.h>
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -105,6 +104,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#define BENCH_PROG "rma" /* for die() */
+#include "common.h"
 
 enum { MODE_FENCE, MODE_PSCW, MODE_LOCK, MODE_LOCKALL };
 enum { OP_PUT, OP_GET };
@@ -135,7 +137,6 @@ static struct {
     double watchdog;      /* seconds, 0 off */
 } opt;
 
-static int rank;
 static MPI_Win *wins;            /* 1 or T windows */
 static unsigned char **wbase;    /* their base addresses (the target's memory) */
 static int nwins;
@@ -156,40 +157,6 @@ static int nprog;
 static atomic_int finished;
 
 /* ------------------------------------------------------------------ helpers */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void die(const char *msg)
-{
-    fprintf(stderr, "rma: rank %d: %s\n", rank, msg);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-    exit(2);
-}
-
-static void *xcalloc(size_t n, size_t sz)
-{
-    void *p = calloc(n ? n : 1, sz ? sz : 1);
-    if (!p)
-        die("out of memory");
-    return p;
-}
-
-static void check_mpi(int rc, const char *what)
-{
-    if (rc != MPI_SUCCESS) {
-        char s[MPI_MAX_ERROR_STRING + 128];
-        char e[MPI_MAX_ERROR_STRING];
-        int n = 0;
-        MPI_Error_string(rc, e, &n);
-        snprintf(s, sizeof s, "%s failed: %s", what, e);
-        die(s);
-    }
-}
 
 static void at(int tid, const char *where, long round)
 {
@@ -733,8 +700,7 @@ int main(int argc, char **argv)
     if (provided < MPI_THREAD_MULTIPLE && opt.threads > 1)
         die("T > 1 needs MPI_THREAD_MULTIPLE, which the MPI library does not provide");
 
-    int (*active)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "mpishim_active");
-    int shim = active ? active() : 0;
+    int shim = shim_active();
     const char *host = host_name();
     const int T = opt.threads;
     const size_t S = opt.size;
