@@ -42,6 +42,7 @@ static int runtime_start(int serialized)
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
     }
+    msh_comm_init();
     msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_solo_start(serialized);

@@ -122,6 +122,8 @@ static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message
 
 static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
 {
+    if (MSH_LIKELY(msh_comm_plain()))
+        return comm;
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
@@ -131,15 +133,15 @@ static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
 static int post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
                      MPI_Comm comm, MPI_Request *req)
 {
-    msh_comm *mc = msh_comm_lookup(comm);
-    msh_route rt;
-    msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
     int rc;
     if (msh_solo_enter()) {
-        rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, rt.comm, req);
+        rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, send_route(comm, dest, tag), req);
         msh_solo_exit();
         return rc;
     }
+    msh_comm *mc = msh_comm_lookup(comm);
+    msh_route rt;
+    msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
@@ -170,15 +172,22 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
 static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
                      MPI_Request *req)
 {
+    /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
+     * in solo mode: it fixes the host's status (below). */
+    int solo_ok = persistent || source != MPI_PROC_NULL;
+    if (solo_ok && msh_comm_plain() && msh_solo_enter()) {
+        int rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, comm, req)
+                            : PMPI_Irecv(buf, count, dt, source, tag, comm, req);
+        msh_solo_exit();
+        return rc;
+    }
     msh_comm *mc = msh_comm_lookup(comm);
     int rc = msh_check_wildcards(comm, mc, source, tag);
     if (rc != MPI_SUCCESS)
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-    /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
-     * in solo mode: it fixes the host's status (below). */
-    if ((persistent || source != MPI_PROC_NULL) && msh_solo_enter()) {
+    if (solo_ok && msh_solo_enter()) {
         rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, req)
                         : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
         msh_solo_exit();
@@ -214,6 +223,17 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
 }
 
+/* Solo, and no communicator routes elsewhere or refuses a wildcard: the
+ * host call as is, inline in the wrapper (a message-rate path). */
+#define SOLO_DIRECT(call)                                                                                   \
+    do {                                                                                                    \
+        if (msh_comm_plain() && msh_solo_enter()) {                                                         \
+            int rc_ = (call);                                                                               \
+            msh_solo_exit();                                                                                \
+            return rc_;                                                                                     \
+        }                                                                                                   \
+    } while (0)
+
 /* Blocking = nonblocking + shim wait. */
 static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
 {
@@ -246,6 +266,7 @@ static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
     {                                                                                                       \
         if (!msh_on())                                                                                      \
             return PMPI_##INAME(buf, count, dt, dest, tag, comm, req);                                      \
+        SOLO_DIRECT(PMPI_##INAME(buf, count, dt, dest, tag, comm, req));                                    \
         return post_send(OP, 0, buf, count, dt, dest, tag, comm, req);                                      \
     }                                                                                                       \
     MSH_EXPORT int MPI_##NAME##_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag,          \
@@ -269,6 +290,11 @@ MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int t
     if (!msh_on())
         return fwd_recv(buf, count, dt, source, tag, comm, status);
     if (msh_solo_enter()) {
+        if (MSH_LIKELY(msh_comm_plain())) {
+            int rc = fwd_recv(buf, count, dt, source, tag, comm, status);
+            msh_solo_exit();
+            return rc;
+        }
         msh_comm *mc = msh_comm_lookup(comm);
         int rc = msh_check_wildcards(comm, mc, source, tag);
         if (rc == MPI_SUCCESS) {
@@ -288,6 +314,8 @@ MSH_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int 
 {
     if (!msh_on())
         return PMPI_Irecv(buf, count, dt, source, tag, comm, req);
+    if (source != MPI_PROC_NULL) /* see post_recv */
+        SOLO_DIRECT(PMPI_Irecv(buf, count, dt, source, tag, comm, req));
     return post_recv(0, buf, count, dt, source, tag, comm, req);
 }
 

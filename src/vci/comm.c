@@ -8,6 +8,26 @@
 #include "core/log.h"
 
 static msh_htab table = MSH_HTAB_INIT;
+_Atomic int msh_comm_gate;
+
+#define WILDCARD_ASSERTS (MSH_ASSERT_NO_ANY_TAG | MSH_ASSERT_NO_ANY_SOURCE)
+
+void msh_comm_init(void)
+{
+    if (msh_cfg.asserts & WILDCARD_ASSERTS)
+        atomic_fetch_add_explicit(&msh_comm_gate, 1, memory_order_relaxed);
+}
+
+static void free_entry(msh_comm *mc);
+
+/* Count mc in msh_comm_gate while its routes or checks are not trivial. */
+static void gate_update(msh_comm *mc)
+{
+    int g = mc->ndups > 0 || (mc->asserts & WILDCARD_ASSERTS);
+    if (g != mc->gated)
+        atomic_fetch_add_explicit(&msh_comm_gate, g - mc->gated, memory_order_relaxed);
+    mc->gated = g;
+}
 static _Atomic int next_home;
 
 MSH_TLS int msh_thread_vci = -1;
@@ -107,18 +127,17 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
         }
         mc->ndups = k;
     }
+    gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
     int rc = msh_htab_insert(&table, &mc->h);
-    if (rc != MPI_SUCCESS) {
-        for (int i = 0; i < mc->ndups; i++)
-            PMPI_Comm_free(&mc->dups[i]);
-        free(mc->dups);
-        free(mc);
-    }
+    if (rc != MPI_SUCCESS)
+        free_entry(mc);
     return rc;
 }
 
 static void free_entry(msh_comm *mc)
 {
+    if (mc->gated)
+        atomic_fetch_sub_explicit(&msh_comm_gate, 1, memory_order_relaxed);
     for (int i = 0; i < mc->ndups; i++)
         PMPI_Comm_free(&mc->dups[i]);
     free(mc->dups);
@@ -157,6 +176,7 @@ void msh_comm_set_info(MPI_Comm c, MPI_Info info)
     unsigned keep = mc->map == MSH_MAP_COMM ? 0 : (mc->asserts & ~msh_cfg.asserts);
     mc->info_asserts = msh_info_asserts(info) | keep;
     mc->asserts = msh_cfg.asserts | mc->info_asserts;
+    gate_update(mc);
 }
 
 void msh_comm_add_info(MPI_Comm c, MPI_Info info)

@@ -39,8 +39,22 @@ typedef struct msh_comm {
     unsigned info_asserts;   /* the part that came from info keys */
     int rank;                /* this process's rank in the (local) group */
     int ndups;
+    int gated;               /* counted in msh_comm_gate */
     MPI_Comm *dups;          /* dup i is progressed on VCI i mod pool size */
 } msh_comm;
+
+/* Live entries that spread over duplicates or reject a wildcard, plus 1 when
+ * MPISHIM_ASSERT rejects one for every communicator. While it is 0, every
+ * route is the communicator itself and no wildcard is refused, so the solo
+ * path needs no lookup. Relaxed: it changes inside collective constructors,
+ * MPI_Comm_set_info and MPI_Comm_free, which the program orders before any
+ * use of the communicator by another thread. */
+extern _Atomic int msh_comm_gate;
+static inline int msh_comm_plain(void)
+{
+    return atomic_load_explicit(&msh_comm_gate, memory_order_relaxed) == 0;
+}
+void msh_comm_init(void); /* at runtime start, before the first register */
 
 /* The entry of a communicator, or NULL (created by a call the shim does not
  * track, or not a communicator). Lock-free. */
