@@ -28,6 +28,7 @@ static void gate_update(msh_comm *mc)
         atomic_fetch_add_explicit(&msh_comm_gate, g - mc->gated, memory_order_relaxed);
     mc->gated = g;
 }
+
 static _Atomic int next_home;
 
 MSH_TLS int msh_thread_vci = -1;
