@@ -35,6 +35,7 @@
 /* mpishim-env: MPISHIM_ASSERT=no_any_tag */
 /* mpishim-env: MPISHIM_ASSERT=no_any_source */
 /* mpishim-env: MPISHIM_ASSERT=no_any_tag,no_any_source MPISHIM_MAP=hash */
+/* mpishim-env: MPISHIM_ASSERT=no_any_tag,no_any_source MPISHIM_SOLO=1 */
 #include "testutil.h"
 
 #include <ctype.h>
@@ -352,6 +353,33 @@ static void *info_thread(void *unused)
     return NULL;
 }
 
+/* Before the threads start the main thread is alone in MPI, so with
+ * MPISHIM_SOLO=1 these calls take the shim's solo path, which must refuse
+ * the same wildcards as the runtime (it skips the communicator lookup only
+ * while no communicator asserts anything). A wrongly accepted MPI_Recv
+ * hangs: the runner's timeout fails the test. */
+static void solo_phase(void)
+{
+    MPI_Request r = MPI_REQUEST_NULL;
+    int b[2], rc;
+    if (shim_active) {
+        rc = MPI_Irecv(b, 2, MPI_INT, peer, MPI_ANY_TAG, c_nt, &r);
+        expect_rejected(rc, c_nt, MPI_ERR_TAG, "MPI_ERR_TAG", "solo: no_any_tag comm: MPI_Irecv(MPI_ANY_TAG)");
+        rc = MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, TAG_NS, c_ns, MPI_STATUS_IGNORE);
+        expect_rejected(rc, c_ns, MPI_ERR_RANK, "MPI_ERR_RANK", "solo: no_any_source comm: MPI_Recv(MPI_ANY_SOURCE)");
+    }
+    if (env_no_tag) {
+        rc = MPI_Irecv(b, 2, MPI_INT, peer, MPI_ANY_TAG, MPI_COMM_WORLD, &r);
+        expect_class(rc, MPI_ERR_TAG, "MPI_ERR_TAG", "solo: WORLD MPI_Irecv(MPI_ANY_TAG), MPISHIM_ASSERT=no_any_tag");
+    }
+    if (env_no_src) {
+        rc = MPI_Recv(b, 2, MPI_INT, MPI_ANY_SOURCE, TAG_S, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        expect_class(rc, MPI_ERR_RANK, "MPI_ERR_RANK",
+                     "solo: WORLD MPI_Recv(MPI_ANY_SOURCE), MPISHIM_ASSERT=no_any_source");
+    }
+    atomic_store(&handler_calls, 0); /* the threads count their own */
+}
+
 int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
@@ -393,6 +421,7 @@ int main(int argc, char **argv)
 
     peer = rank ^ 1;
     if (peer < size) {
+        solo_phase();
         pthread_t t0, t1;
         CHECK(pthread_create(&t0, NULL, world_thread, NULL) == 0, "pthread_create failed");
         CHECK(pthread_create(&t1, NULL, info_thread, NULL) == 0, "pthread_create failed");
