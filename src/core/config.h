@@ -14,6 +14,7 @@ typedef enum { MSH_WAIT_SPIN, MSH_WAIT_BLOCK, MSH_WAIT_ADAPTIVE } msh_wait_polic
 typedef enum { MSH_HOST_THREAD_MULTIPLE, MSH_HOST_THREAD_SERIALIZED } msh_host_thread;
 typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE } msh_part_impl;
 typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
+typedef enum { MSH_WIN_FENCE_HOST, MSH_WIN_FENCE_PASSIVE } msh_win_fence_mode;
 
 /* MPISHIM_ASSERT flags (and the matching mpi_assert_* info keys). */
 enum {
@@ -39,6 +40,7 @@ typedef struct msh_config {
     size_t              part_min_bytes; /* MPISHIM_PART_MIN_BYTES */
     int                 win_k;          /* MPISHIM_WIN_K; 0 = auto */
     msh_win_route       win_route;      /* MPISHIM_WIN_ROUTE */
+    msh_win_fence_mode  win_fence;      /* MPISHIM_WIN_FENCE */
     /* Which fields came from the environment (bit i = table entry i). */
     unsigned long       from_env;
 } msh_config;

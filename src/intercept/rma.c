@@ -167,8 +167,49 @@ static inline msh_win *split_win(MPI_Win win)
         return rc_;                                                                                               \
     } while (0)
 
+/* Fence over passive target (win.h, arrive): the window lives in one
+ * lock_all epoch, and a fence is flush_all (this process's operations are
+ * complete at their targets) + Win_sync (its stores are public) + a barrier
+ * waited as the runtime waits (the thread sleeps or progresses instead of
+ * spinning in the host's fence, rule 2) + Win_sync (the others' updates are
+ * visible here). Assertions are hints and are ignored. */
+static int fence_passive(msh_win *e)
+{
+    MSH_PASS_ENTER();
+    int rc = msh_win_flush(e, -1, 0);
+    if (rc == MPI_SUCCESS)
+        rc = msh_win_sync(e);
+    MSH_PASS_EXIT();
+    if (rc != MPI_SUCCESS)
+        return rc;
+    MPI_Request r;
+    if (msh_solo_enter()) {
+        rc = PMPI_Ibarrier(e->arrive, &r);
+        if (rc == MPI_SUCCESS)
+            rc = msh_host_wait(&r, MPI_STATUS_IGNORE);
+        msh_solo_exit();
+    } else {
+        msh_vci *v = msh_coll_begin(e->arrive);
+        rc = PMPI_Ibarrier(e->arrive, &r);
+        rc = msh_coll_finish(v, rc, r, MPI_STATUS_IGNORE);
+    }
+    if (rc != MPI_SUCCESS) {
+        PMPI_Win_call_errhandler(e->user, rc);
+        return rc;
+    }
+    int locked = msh_pass_enter();
+    rc = msh_win_sync(e);
+    msh_pass_exit(locked);
+    return rc;
+}
+
 MSH_EXPORT int MPI_Win_fence(int assert_, MPI_Win win)
 {
+    if (MSH_UNLIKELY(atomic_load_explicit(&msh_win_npassive, memory_order_relaxed) > 0) && msh_on()) {
+        msh_win *e = msh_win_lookup(win);
+        if (e && e->arrive != MPI_COMM_NULL)
+            return fence_passive(e);
+    }
     WIN_SYNC(win, PMPI_Win_fence(assert_, win), msh_win_fence(e, assert_));
 }
 

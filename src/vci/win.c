@@ -9,6 +9,7 @@
 
 msh_htab msh_win_table = MSH_HTAB_INIT;
 _Atomic int msh_win_nsplit;
+_Atomic int msh_win_npassive;
 _Atomic int msh_win_gate = 1; /* the runtime is off until it starts */
 
 void msh_win_direct_runtime(int on)
@@ -30,6 +31,23 @@ int msh_win_thread_slot_assign(void)
 {
     msh_win_thread_slot = atomic_fetch_add_explicit(&next_slot, 1, memory_order_relaxed) % MSH_WIN_MAX_K;
     return msh_win_thread_slot;
+}
+
+/* Fence over passive target: the info key mpishim_win_fence, else
+ * MPISHIM_WIN_FENCE. */
+static int choose_passive(const msh_win_args *a)
+{
+    int passive = msh_cfg.win_fence == MSH_WIN_FENCE_PASSIVE;
+    char val[16];
+    int flag = 0;
+    if (a->info != MPI_INFO_NULL &&
+        PMPI_Info_get(a->info, "mpishim_win_fence", (int)sizeof val - 1, val, &flag) == MPI_SUCCESS && flag) {
+        if (strcmp(val, "passive") == 0 || strcmp(val, "host") == 0)
+            passive = val[0] == 'p';
+        else
+            msh_log_once("info key mpishim_win_fence=\"%s\" ignored: accepted values are host or passive", val);
+    }
+    return passive;
 }
 
 /* Bytes MPI_Win_allocate is asked for: see win.h (MPICH 4.0.2). */
@@ -101,6 +119,8 @@ static int make_more(msh_win_args *a, void *base, MPI_Win *w)
 
 static void entry_free(msh_win *e)
 {
+    if (e->arrive != MPI_COMM_NULL)
+        PMPI_Comm_free(&e->arrive);
     free(e->wins);
     free(e->tmap);
     free(e->sizes);
@@ -109,14 +129,18 @@ static void entry_free(msh_win *e)
 
 int msh_win_make(msh_win_args *a, MPI_Win *win)
 {
-    int k = a->split ? choose_k(a) : 1;
+    /* Every rank must make the same number of windows (auto follows each
+     * rank's pool; an info key may differ between ranks) and fence the same
+     * way (a host fence never meets the shim's barrier). */
+    int agree[2] = { 1, 0 };
     if (a->split) {
-        /* Every rank must make the same number of windows (auto follows
-         * each rank's pool; an info key may differ between ranks). */
-        int rc = PMPI_Allreduce(MPI_IN_PLACE, &k, 1, MPI_INT, MPI_MIN, a->comm);
+        agree[0] = choose_k(a);
+        agree[1] = choose_passive(a);
+        int rc = PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MIN, a->comm);
         if (rc != MPI_SUCCESS)
             return rc;
     }
+    int k = agree[0];
     MPI_Aint size = a->size;
     if (a->flavor == MPI_WIN_FLAVOR_ALLOCATE && size > 0)
         size = (size + ALLOC_ROUND - 1) / ALLOC_ROUND * ALLOC_ROUND;
@@ -127,6 +151,7 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     msh_win *e = calloc(1, sizeof *e);
     if (!e)
         return MPI_ERR_NO_MEM;
+    e->arrive = MPI_COMM_NULL;
     e->user = *win;
     e->h.key = msh_handle_key(win, sizeof *win);
     e->k = k;
@@ -161,11 +186,23 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
             goto fail;
         }
     }
-    rc = msh_htab_insert(&msh_win_table, &e->h);
+    if (agree[1] && (rc = PMPI_Comm_dup(a->comm, &e->arrive)) != MPI_SUCCESS)
+        e->arrive = MPI_COMM_NULL;
+    if (rc == MPI_SUCCESS)
+        rc = msh_htab_insert(&msh_win_table, &e->h);
     if (rc == MPI_SUCCESS) {
         if (k > 1)
             split_count(1);
-        return MPI_SUCCESS;
+        if (e->arrive == MPI_COMM_NULL)
+            return MPI_SUCCESS;
+        /* One passive-target epoch for the window's life: every operation
+         * is legal in it, and MPI_Win_fence becomes flush + barrier. */
+        atomic_fetch_add_explicit(&msh_win_npassive, 1, memory_order_relaxed);
+        for (int i = 0; i < k && rc == MPI_SUCCESS; i++)
+            rc = PMPI_Win_lock_all(MPI_MODE_NOCHECK, e->wins[i]);
+        if (rc != MPI_SUCCESS)
+            msh_win_free(win);
+        return rc;
     }
     for (int i = 1; i < k; i++)
         PMPI_Win_free(&e->wins[i]);
@@ -185,6 +222,11 @@ int msh_win_free(MPI_Win *win)
     if (e) {
         if (e->k > 1)
             split_count(-1);
+        if (e->arrive != MPI_COMM_NULL) {
+            atomic_fetch_sub_explicit(&msh_win_npassive, 1, memory_order_relaxed);
+            for (int i = 0; i < e->k; i++)
+                PMPI_Win_unlock_all(e->wins[i]); /* an epoch not opened (error path) just fails */
+        }
         /* Internal windows first, in reverse creation order on every rank. */
         for (int i = e->k - 1; i > 0; i--) {
             int r = PMPI_Win_free(&e->wins[i]);
@@ -201,7 +243,8 @@ static void fini_entry(msh_hent *h, void *arg)
 {
     msh_win *e = (msh_win *)h;
     ++*(int *)arg;
-    entry_free(e); /* the windows themselves: the host's finalize */
+    e->arrive = MPI_COMM_NULL; /* like the windows themselves: the host's finalize */
+    entry_free(e);
 }
 
 int msh_win_fini(void)

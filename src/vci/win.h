@@ -52,12 +52,18 @@ typedef struct msh_win {
     MPI_Aint size;              /* the user's size (MPI_WIN_SIZE) */
     MPI_Aint *sizes;            /* every rank's user size, when rounded */
     _Atomic uint64_t exposed;   /* PSCW: internal windows whose exposure epoch is open */
+    MPI_Comm arrive;            /* fence over passive target (MPISHIM_WIN_FENCE, info
+                                 * mpishim_win_fence = passive): a private duplicate of
+                                 * the window's communicator for the fence's barrier;
+                                 * else MPI_COMM_NULL */
 } msh_win;
 
 extern msh_htab msh_win_table;
 /* Live windows with K > 1: while there are none (every allocated window by
  * default), routing is one load of this counter. */
 extern _Atomic int msh_win_nsplit;
+/* Live windows whose fence the shim makes (arrive set). */
+extern _Atomic int msh_win_npassive;
 
 /* Reasons an RMA call cannot go straight to the host: 1 while the runtime is
  * off (before MPI_Init, after MPI_Finalize, disabled, below MULTIPLE) or

@@ -84,23 +84,43 @@ static void check_locked(MPI_Win win, const unsigned char *mem, int round, const
     CHECK_MPI(MPI_Win_unlock(me, win));
 }
 
-static void shared_window(enum mode mode, int allocate)
+/* Info for a fence window: mpishim_win_fence=passive asks the shim to make
+ * the fences itself over one passive-target epoch (hosts ignore the key). */
+static MPI_Info fence_info(int passive)
+{
+    MPI_Info info = MPI_INFO_NULL;
+    if (passive) {
+        CHECK_MPI(MPI_Info_create(&info));
+        CHECK_MPI(MPI_Info_set(info, "mpishim_win_fence", "passive"));
+    }
+    return info;
+}
+
+static void shared_window(enum mode mode, int allocate, int passive)
 {
     char what[64];
-    snprintf(what, sizeof what, "%s, %s window", mode_name[mode], allocate ? "allocated" : "created");
+    snprintf(what, sizeof what, "%s%s, %s window", mode_name[mode], passive ? " (passive)" : "",
+             allocate ? "allocated" : "created");
     test_step = what;
     unsigned char *mem = NULL;
     MPI_Win win;
+    MPI_Info info = fence_info(passive);
     if (allocate) {
-        CHECK_MPI(MPI_Win_allocate(WSIZE, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &mem, &win));
+        CHECK_MPI(MPI_Win_allocate(WSIZE, 1, info, MPI_COMM_WORLD, &mem, &win));
     } else {
         mem = malloc(WSIZE);
         CHECK(mem != NULL, "malloc");
-        CHECK_MPI(MPI_Win_create(mem, WSIZE, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+        CHECK_MPI(MPI_Win_create(mem, WSIZE, 1, info, MPI_COMM_WORLD, &win));
     }
-    CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, me, 0, win));
-    memset(mem, 0, WSIZE);
-    CHECK_MPI(MPI_Win_unlock(me, win));
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
+    if (mode == FENCE) {
+        memset(mem, 0, WSIZE); /* made public by the first fence; no lock: fence windows see fences only */
+    } else {
+        CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, me, 0, win));
+        memset(mem, 0, WSIZE);
+        CHECK_MPI(MPI_Win_unlock(me, win));
+    }
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     if (mode == FENCE)
@@ -197,16 +217,20 @@ static void *own_worker(void *arg)
     return NULL;
 }
 
-static void window_per_thread(enum mode mode)
+static void window_per_thread(enum mode mode, int passive)
 {
-    test_step = mode == FENCE ? "fence, window per thread" : "pscw, window per thread";
+    test_step = mode == FENCE ? (passive ? "fence (passive), window per thread" : "fence, window per thread")
+                              : "pscw, window per thread";
     unsigned char *mem = calloc(1, WSIZE);
     CHECK(mem != NULL, "calloc");
     MPI_Win wins[NT];
     own_job o[NT];
     pthread_t th[NT];
+    MPI_Info info = fence_info(passive);
     for (int t = 0; t < NT; t++)
-        CHECK_MPI(MPI_Win_create(mem, WSIZE, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wins[t]));
+        CHECK_MPI(MPI_Win_create(mem, WSIZE, 1, info, MPI_COMM_WORLD, &wins[t]));
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
     for (int t = 0; t < NT; t++) {
         o[t] = (own_job){ .tid = t, .mode = mode, .win = wins[t], .mem = mem };
         CHECK(pthread_create(&th[t], NULL, own_worker, &o[t]) == 0, "pthread_create");
@@ -239,9 +263,12 @@ int main(int argc, char **argv)
 
     for (int m = 0; m < NMODES; m++)
         for (int a = 0; a < 2; a++)
-            shared_window((enum mode)m, a);
-    window_per_thread(FENCE);
-    window_per_thread(PSCW);
+            shared_window((enum mode)m, a, 0);
+    for (int a = 0; a < 2; a++)
+        shared_window(FENCE, a, 1);
+    window_per_thread(FENCE, 0);
+    window_per_thread(FENCE, 1);
+    window_per_thread(PSCW, 0);
 
     MPI_Group_free(&g_next);
     MPI_Group_free(&g_prev);
