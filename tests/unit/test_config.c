@@ -79,6 +79,9 @@ static void test_valid(void)
     EXPECT(parse1(&c, "MPISHIM_PART_MIN_BYTES=64K", err, sizeof err) == 0 && c.part_min_bytes == 65536);
     EXPECT(parse1(&c, "MPISHIM_PART_MIN_BYTES=2MiB", err, sizeof err) == 0 && c.part_min_bytes == 2u << 20);
     EXPECT(parse1(&c, "MPISHIM_SPIN_US=0", err, sizeof err) == 0 && c.spin_us == 0);
+    EXPECT(parse1(&c, "MPISHIM_WIN_ROUTE=thread", err, sizeof err) == 0 && c.win_route == MSH_WIN_ROUTE_THREAD);
+    EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=passive", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_PASSIVE);
+    EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=host", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_HOST);
     EXPECT(parse1(&c, "MPISHIM_MAP=tag", err, sizeof err) == 0 && c.from_env != 0);
     EXPECT(nwarn == 0);
 }
@@ -93,7 +96,7 @@ static void test_malformed(void)
         "MPISHIM_DISABLE=maybe", "MPISHIM_DISABLE=2", "MPISHIM_MAP=random", "MPISHIM_MAP=",
         "MPISHIM_ASSERT=no_any_tag,bogus", "MPISHIM_PROGRESS=fast", "MPISHIM_WAIT=sleep",
         "MPISHIM_HOST_THREAD=single", "MPISHIM_PART=mpipcl", "MPISHIM_PART_MIN_BYTES=1T",
-        "MPISHIM_PART_MIN_BYTES=-1", "MPISHIM_SWEEP_POLLS=0", "MPISHIM_SPIN_US=1.5",
+        "MPISHIM_PART_MIN_BYTES=-1", "MPISHIM_SWEEP_POLLS=0", "MPISHIM_SPIN_US=1.5", "MPISHIM_WIN_FENCE=lockall",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         msh_config c;
