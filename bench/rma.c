@@ -133,6 +133,7 @@ static struct {
     long iters;           /* -i: rounds per thread, or -1: calibrated to -d */
     double seconds;       /* -d */
     int per_thread;       /* -w */
+    int passive_fence;    /* -P */
     int quiet;
     double watchdog;      /* seconds, 0 off */
 } opt;
@@ -469,7 +470,13 @@ static void target_memory(int init)
     for (int w = 0; w < nwins; w++) {
         int nslot = opt.per_thread ? 1 : opt.threads;
         size_t data = (size_t)nslot * S;
-        check_mpi(MPI_Win_lock(init ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 1, 0, wins[w]), "MPI_Win_lock (self)");
+        /* Fence windows are touched between fences, which end every epoch:
+         * no lock (one would be an error on a window fenced over passive
+         * target, -P). */
+        int lock = opt.mode != MODE_FENCE;
+        if (lock)
+            check_mpi(MPI_Win_lock(init ? MPI_LOCK_EXCLUSIVE : MPI_LOCK_SHARED, 1, 0, wins[w]),
+                      "MPI_Win_lock (self)");
         unsigned char *b = wbase[w];
         for (int s = 0; s < nslot; s++) {
             int tid = opt.per_thread ? w : s;
@@ -506,7 +513,8 @@ static void target_memory(int init)
                 break;
             }
         }
-        check_mpi(MPI_Win_unlock(1, wins[w]), "MPI_Win_unlock (self)");
+        if (lock)
+            check_mpi(MPI_Win_unlock(1, wins[w]), "MPI_Win_unlock (self)");
     }
 }
 
@@ -525,6 +533,9 @@ static void usage(FILE *f)
             "           after warm-up phases, so that the measured phase takes about -d)\n"
             "  -d SEC   the measured phase's aimed duration (default 0.2)\n"
             "  -w       one window per thread (default: one window shared by the threads)\n"
+            "  -P       fence: windows made with the info key mpishim_win_fence=passive (under\n"
+            "           mpishim a fence is then flush + a barrier the thread sleeps in; a host\n"
+            "           alone ignores the key)\n"
             "  -W SEC   watchdog: exit 4 with a report after SEC seconds (default 120, 0 off)\n"
             "  -q       the result line only\n"
             "  -h       this help\n",
@@ -559,7 +570,7 @@ static int parse_args(int argc, char **argv)
     opt.iters = -1;
     opt.seconds = 0.2;
     opt.watchdog = 120;
-    while ((c = getopt(argc, argv, "m:o:t:s:n:i:d:wW:qh")) != -1) {
+    while ((c = getopt(argc, argv, "m:o:t:s:n:i:d:wPW:qh")) != -1) {
         switch (c) {
         case 'm':
             if (!strcmp(optarg, "fence")) opt.mode = MODE_FENCE;
@@ -582,6 +593,7 @@ static int parse_args(int argc, char **argv)
             if (!(opt.seconds > 0 && opt.seconds <= 3600)) return -1;
             break;
         case 'w': opt.per_thread = 1; break;
+        case 'P': opt.passive_fence = 1; break;
         case 'W':
             opt.watchdog = atof(optarg);
             if (opt.watchdog < 0) return -1;
@@ -729,8 +741,15 @@ int main(int argc, char **argv)
     wins = xcalloc((size_t)nwins, sizeof *wins);
     wbase = xcalloc((size_t)nwins, sizeof *wbase);
     MPI_Aint wsize = rank == 1 ? (MPI_Aint)((opt.per_thread ? 1 : (size_t)T) * S + GUARD) : 0;
+    MPI_Info info = MPI_INFO_NULL;
+    if (opt.passive_fence) {
+        check_mpi(MPI_Info_create(&info), "MPI_Info_create");
+        check_mpi(MPI_Info_set(info, "mpishim_win_fence", "passive"), "MPI_Info_set");
+    }
     for (int w = 0; w < nwins; w++)
-        check_mpi(MPI_Win_allocate(wsize, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &wbase[w], &wins[w]), "MPI_Win_allocate");
+        check_mpi(MPI_Win_allocate(wsize, 1, info, MPI_COMM_WORLD, &wbase[w], &wins[w]), "MPI_Win_allocate");
+    if (info != MPI_INFO_NULL)
+        MPI_Info_free(&info);
     if (rank == 1) {
         at(0, "initializing the window", -1);
         target_memory(1);
