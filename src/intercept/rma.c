@@ -173,13 +173,19 @@ static inline msh_win *split_win(MPI_Win win)
  * waited as the runtime waits (the thread sleeps or progresses instead of
  * spinning in the host's fence, rule 2) + Win_sync (the others' updates are
  * visible here). Assertions are hints and are ignored. */
-static int fence_passive(msh_win *e)
+static int publish(msh_win *e, int flush)
 {
     MSH_PASS_ENTER();
-    int rc = msh_win_flush(e, -1, 0);
+    int rc = flush ? msh_win_flush(e, -1, 0) : MPI_SUCCESS;
     if (rc == MPI_SUCCESS)
         rc = msh_win_sync(e);
     MSH_PASS_EXIT();
+    return rc;
+}
+
+static int fence_passive(msh_win *e)
+{
+    int rc = publish(e, 1);
     if (rc != MPI_SUCCESS)
         return rc;
     MPI_Request r;
@@ -197,10 +203,7 @@ static int fence_passive(msh_win *e)
         PMPI_Win_call_errhandler(e->user, rc);
         return rc;
     }
-    int locked = msh_pass_enter();
-    rc = msh_win_sync(e);
-    msh_pass_exit(locked);
-    return rc;
+    return publish(e, 0);
 }
 
 MSH_EXPORT int MPI_Win_fence(int assert_, MPI_Win win)
