@@ -37,6 +37,7 @@ static const char *const host_words[]     = { "multiple", "serialized", NULL };
 static const char *const part_words[]     = { "shim", "native", NULL };
 static const char *const route_words[]    = { "target", "thread", NULL };
 static const char *const fence_words[]    = { "host", "passive", NULL };
+static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
 static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
 
 #define F(field) offsetof(msh_config, field)
@@ -58,6 +59,7 @@ static const msh_cfg_var vars[] = {
     { "MPISHIM_WIN_K",          V_INT,   F(win_k),          NULL, 1, MSH_MAX_VCIS, "auto" },
     { "MPISHIM_WIN_ROUTE",      V_ENUM,  F(win_route),      route_words, 0, 0, NULL },
     { "MPISHIM_WIN_FENCE",      V_ENUM,  F(win_fence),      fence_words, 0, 0, NULL },
+    { "MPISHIM_WIN_FLUSH_LOCAL",V_ENUM,  F(win_flush_local),flocal_words, 0, 0, NULL },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])
@@ -78,6 +80,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->win_k          = 0; /* auto: see src/vci/win.c */
     cfg->win_route      = MSH_WIN_ROUTE_TARGET;
     cfg->win_fence      = MSH_WIN_FENCE_HOST;
+    cfg->win_flush_local = MSH_WIN_FLUSH_LOCAL_AUTO;
 }
 
 /* ------------------------------------------------------------ helpers */

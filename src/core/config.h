@@ -15,6 +15,7 @@ typedef enum { MSH_HOST_THREAD_MULTIPLE, MSH_HOST_THREAD_SERIALIZED } msh_host_t
 typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE } msh_part_impl;
 typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
 typedef enum { MSH_WIN_FENCE_HOST, MSH_WIN_FENCE_PASSIVE } msh_win_fence_mode;
+typedef enum { MSH_WIN_FLUSH_LOCAL_AUTO, MSH_WIN_FLUSH_LOCAL_HOST, MSH_WIN_FLUSH_LOCAL_FLUSH } msh_win_flush_local;
 
 /* MPISHIM_ASSERT flags (and the matching mpi_assert_* info keys). */
 enum {
@@ -41,6 +42,7 @@ typedef struct msh_config {
     int                 win_k;          /* MPISHIM_WIN_K; 0 = auto */
     msh_win_route       win_route;      /* MPISHIM_WIN_ROUTE */
     msh_win_fence_mode  win_fence;      /* MPISHIM_WIN_FENCE */
+    msh_win_flush_local win_flush_local;/* MPISHIM_WIN_FLUSH_LOCAL */
     /* Which fields came from the environment (bit i = table entry i). */
     unsigned long       from_env;
 } msh_config;

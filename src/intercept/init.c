@@ -52,6 +52,19 @@ static int runtime_start(int serialized)
     return 0;
 }
 
+/* MPISHIM_WIN_FLUSH_LOCAL=auto: MPICH's ch4:ucx device, whose flush_local
+ * can leave a Get unfinished (src/vci/win.h; MPICH 4.0.2 here). */
+static int local_as_flush(void)
+{
+    if (msh_cfg.win_flush_local != MSH_WIN_FLUSH_LOCAL_AUTO)
+        return msh_cfg.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH;
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (PMPI_Get_library_version(lib, &len) != MPI_SUCCESS)
+        return 0;
+    return strstr(lib, "MPICH") != NULL && strstr(lib, "ch4:ucx") != NULL;
+}
+
 /* What follows a successful host init, for both MPI_Init and MPI_Init_thread. */
 static void after_host_init(int requested, int host_provided, int *provided)
 {
@@ -67,6 +80,9 @@ static void after_host_init(int requested, int host_provided, int *provided)
         if (runtime_start(serialized) == 0 && provided)
             *provided = MPI_THREAD_MULTIPLE;
     }
+    /* Every program the shim is not disabled for, as the Win_allocate fix. */
+    if (!msh_cfg.disable && local_as_flush())
+        atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
     atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
                           memory_order_release);
     msh_part_init(); /* collective: the private duplicates of the predefined communicators */

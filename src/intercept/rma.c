@@ -279,24 +279,45 @@ MSH_EXPORT int MPI_Win_unlock_all(MPI_Win win)
 }
 
 /* A negative rank (MPI_PROC_NULL or invalid) is the host's to reject. */
-MSH_EXPORT int MPI_Win_flush(int rank, MPI_Win win)
+static inline int win_flush(int rank, MPI_Win win)
 {
     WIN_SYNC(win, PMPI_Win_flush(rank, win), rank < 0 ? PMPI_Win_flush(rank, win) : msh_win_flush(e, rank, 0));
 }
 
+static inline int win_flush_all(MPI_Win win)
+{
+    WIN_SYNC(win, PMPI_Win_flush_all(win), msh_win_flush(e, -1, 0));
+}
+
+/* On a host whose flush_local can return before a Get is done, a flush
+ * (win.h, msh_win_local_as_flush). */
+static inline int local_as_flush(void)
+{
+    return atomic_load_explicit(&msh_win_local_as_flush, memory_order_relaxed);
+}
+
+MSH_EXPORT int MPI_Win_flush(int rank, MPI_Win win)
+{
+    return win_flush(rank, win);
+}
+
 MSH_EXPORT int MPI_Win_flush_local(int rank, MPI_Win win)
 {
+    if (MSH_UNLIKELY(local_as_flush()))
+        return win_flush(rank, win);
     WIN_SYNC(win, PMPI_Win_flush_local(rank, win),
              rank < 0 ? PMPI_Win_flush_local(rank, win) : msh_win_flush(e, rank, 1));
 }
 
 MSH_EXPORT int MPI_Win_flush_all(MPI_Win win)
 {
-    WIN_SYNC(win, PMPI_Win_flush_all(win), msh_win_flush(e, -1, 0));
+    return win_flush_all(win);
 }
 
 MSH_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
 {
+    if (MSH_UNLIKELY(local_as_flush()))
+        return win_flush_all(win);
     WIN_SYNC(win, PMPI_Win_flush_local_all(win), msh_win_flush(e, -1, 1));
 }
 

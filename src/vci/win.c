@@ -10,6 +10,7 @@
 msh_htab msh_win_table = MSH_HTAB_INIT;
 _Atomic int msh_win_nsplit;
 _Atomic int msh_win_npassive;
+_Atomic int msh_win_local_as_flush;
 _Atomic int msh_win_gate = 1; /* the runtime is off until it starts */
 
 void msh_win_direct_runtime(int on)

@@ -27,7 +27,17 @@
  * MPI_Win_allocate gets its memory with a size rounded up to 16 bytes:
  * MPICH 4.0.2 (ch4:ucx) otherwise returns a base pointer shifted by
  * (size mod 16) bytes from where remote operations land. The user's size is
- * what MPI_WIN_SIZE and MPI_Win_shared_query report. */
+ * what MPI_WIN_SIZE and MPI_Win_shared_query report.
+ *
+ * MPI_Win_flush_local as MPI_Win_flush (MPISHIM_WIN_FLUSH_LOCAL; auto = on
+ * MPICH ch4:ucx): MPICH 4.0.2 keeps one completion level per window and
+ * target, which a Get sets to "local flush needed" and a Put to "flush
+ * needed"; flush_local acts only on the first, so after Get, Put to the same
+ * target, flush_local returns with the Get unfinished (tests/mpi/
+ * rma_flush_local.c: 31 to 40 of 40 Gets, one thread; with threads, another
+ * thread's Put in between is enough). MPI_Win_flush acts on both levels,
+ * costs the same network flush there, and completes more than flush_local
+ * must. */
 #ifndef MSH_VCI_WIN_H
 #define MSH_VCI_WIN_H
 
@@ -62,6 +72,10 @@ extern msh_htab msh_win_table;
 /* Live windows with K > 1: while there are none (every allocated window by
  * default), routing is one load of this counter. */
 extern _Atomic int msh_win_nsplit;
+/* MPI_Win_flush_local(_all) is made as MPI_Win_flush(_all) (see above);
+ * set at init, before the program can have a window. */
+extern _Atomic int msh_win_local_as_flush;
+
 /* Live windows whose fence the shim makes (arrive set). */
 extern _Atomic int msh_win_npassive;
 
