@@ -50,8 +50,14 @@ static void put_slot(const job *j)
         memset(back, 0, sizeof back);
         CHECK_MPI(MPI_Get(back, SLOT, MPI_BYTE, next, (MPI_Aint)j->tid * SLOT, SLOT, MPI_BYTE, j->win));
         CHECK_MPI(MPI_Win_flush_local(next, j->win));
-        CHECK(memcmp(src, back, SLOT) == 0, "%s round %d thread %d: Get after flushed Put returned other bytes",
-              mode_name[j->mode], j->round, j->tid);
+        /* Natively, MPICH 4.0.2's flush_local can skip the Get when another
+         * thread's Put to the same target came in between (rma_flush_local). */
+        int ok = memcmp(src, back, SLOT) == 0 ||
+                 (test_native_mpich40() &&
+                  test_known_deviation("MPI_Win_flush_local returned before a Get followed by a Put completed",
+                                       "MPICH 4.0.2 ch4:ucx"));
+        CHECK(ok, "%s round %d thread %d: Get after flushed Put returned other bytes", mode_name[j->mode], j->round,
+              j->tid);
     }
 }
 

@@ -82,6 +82,11 @@ static void test_valid(void)
     EXPECT(parse1(&c, "MPISHIM_WIN_ROUTE=thread", err, sizeof err) == 0 && c.win_route == MSH_WIN_ROUTE_THREAD);
     EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=passive", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_PASSIVE);
     EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=host", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_HOST);
+    EXPECT(c.win_flush_local == MSH_WIN_FLUSH_LOCAL_AUTO);
+    EXPECT(parse1(&c, "MPISHIM_WIN_FLUSH_LOCAL=flush", err, sizeof err) == 0 &&
+           c.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH);
+    EXPECT(parse1(&c, "MPISHIM_WIN_FLUSH_LOCAL=host", err, sizeof err) == 0 &&
+           c.win_flush_local == MSH_WIN_FLUSH_LOCAL_HOST);
     EXPECT(parse1(&c, "MPISHIM_MAP=tag", err, sizeof err) == 0 && c.from_env != 0);
     EXPECT(nwarn == 0);
 }
@@ -97,6 +102,7 @@ static void test_malformed(void)
         "MPISHIM_ASSERT=no_any_tag,bogus", "MPISHIM_PROGRESS=fast", "MPISHIM_WAIT=sleep",
         "MPISHIM_HOST_THREAD=single", "MPISHIM_PART=mpipcl", "MPISHIM_PART_MIN_BYTES=1T",
         "MPISHIM_PART_MIN_BYTES=-1", "MPISHIM_SWEEP_POLLS=0", "MPISHIM_SPIN_US=1.5", "MPISHIM_WIN_FENCE=lockall",
+        "MPISHIM_WIN_FLUSH_LOCAL=local",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         msh_config c;
