@@ -33,8 +33,8 @@
  * MPICH ch4:ucx): MPICH 4.0.2 keeps one completion level per window and
  * target, which a Get sets to "local flush needed" and a Put to "flush
  * needed"; flush_local acts only on the first, so after Get, Put to the same
- * target, flush_local returns with the Get unfinished (tests/mpi/
- * rma_flush_local.c: 31 to 40 of 40 Gets, one thread; with threads, another
+ * target, flush_local returns with the Get unfinished (one thread: 31 to 40
+ * of 40 Gets measured; tests/mpi/rma_flush_local.c; with threads, another
  * thread's Put in between is enough). MPI_Win_flush acts on both levels,
  * costs the same network flush there, and completes more than flush_local
  * must. */
