@@ -59,10 +59,7 @@ static void get_put_flush_local(int allocate, int lockall, int all, int n)
         for (int b = 0; b < n && bad < 0; b++)
             if (back[b] != (unsigned char)(t * 31 + b + 1))
                 bad = b;
-        int ok = bad < 0 || (test_native_mpich40() &&
-                             test_known_deviation("MPI_Win_flush_local returned before a Get followed by a Put completed",
-                                                  "MPICH 4.0.2 ch4:ucx"));
-        CHECK(ok, "%s, iteration %d: byte %d of the Get is %d, expected %d", what, i, bad, back[bad],
+        CHECK(bad < 0 || test_mpich40_flush_local_deviation(), "%s, iteration %d: byte %d of the Get is %d, expected %d", what, i, bad, back[bad],
               (unsigned char)(t * 31 + bad + 1));
         CHECK_MPI(MPI_Win_flush(t, win)); /* the Put is done before the next one */
     }
