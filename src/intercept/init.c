@@ -54,7 +54,7 @@ static int runtime_start(int serialized)
 
 /* MPISHIM_WIN_FLUSH_LOCAL=auto: MPICH's ch4:ucx device, whose flush_local
  * can leave a Get unfinished (src/vci/win.h; MPICH 4.0.2 here). */
-static int local_as_flush(void)
+static int flush_local_wanted(void)
 {
     if (msh_cfg.win_flush_local != MSH_WIN_FLUSH_LOCAL_AUTO)
         return msh_cfg.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH;
@@ -81,7 +81,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
             *provided = MPI_THREAD_MULTIPLE;
     }
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
-    if (!msh_cfg.disable && local_as_flush())
+    if (!msh_cfg.disable && flush_local_wanted())
         atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
     atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
                           memory_order_release);
