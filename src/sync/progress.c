@@ -236,6 +236,19 @@ static void release_ownership(msh_domain *d)
     pthread_mutex_unlock(&d->mtx);
 }
 
+/* pthread_cond_wait is a POSIX cancellation point, the host's waits are
+ * not: a thread cancelled while asleep here would unwind holding the domain
+ * mutex with its on-stack sync object still linked, and every other thread
+ * would hang. So the sleep is never a cancellation point; a pending cancel
+ * acts at the program's next one, after the MPI call, as with the host. */
+static void sleep_on(pthread_cond_t *c, pthread_mutex_t *m)
+{
+    int old;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &old);
+    pthread_cond_wait(c, m);
+    pthread_setcancelstate(old, NULL);
+}
+
 static double now_us(void)
 {
     struct timespec ts;
@@ -257,7 +270,7 @@ static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
         d->waiters_tail = s;
         s->sleeping = 1;
         d->st.sleeps++;
-        pthread_cond_wait(&s->cond, &d->mtx);
+        sleep_on(&s->cond, &d->mtx);
         s->sleeping = 0;
         /* Unlink s (it may no longer be the head). */
         msh_sync **pp = &d->waiters, *prev = NULL;
@@ -335,7 +348,7 @@ void msh_sync_finish(msh_sync *s, int claimed)
     while (atomic_load_explicit(&s->done, memory_order_acquire) < claimed) {
         s->needed = claimed;
         s->sleeping = 1;
-        pthread_cond_wait(&s->cond, &d->mtx);
+        sleep_on(&s->cond, &d->mtx);
     }
     s->sleeping = 0;
     pthread_mutex_unlock(&d->mtx);
