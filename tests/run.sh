@@ -124,6 +124,23 @@ expect_bound_to_shim() {
     [ "$n" -ge 2 ] || echo "MPI_Send bound to libmpishim.so in $n processes, expected 2"
 }
 
+# MPISHIM_WATCHDOG: rank 0's report names both stalled receives (peer,
+# tag, communicator), then the SIGUSR1 report, and the program still passes.
+expect_watchdog() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    grep -qE '^mpishim: watchdog, rank 0: no request completed for 1 s while 2 are pending$' "$2" ||
+        { echo "no stall report from rank 0"; return; }
+    local t
+    for t in 77 78; do
+        grep -qE "^mpishim:     recv from 1 tag $t on MPI_COMM_WORLD, pending [0-9.]+ s$" "$2" ||
+            { echo "the report does not name the receive with tag $t"; return; }
+    done
+    grep -qE '^mpishim:   progress domain 0: (owned by thread [0-9]+|no owner); [0-9]+ threads asleep' "$2" ||
+        { echo "the report does not say who owns progress"; return; }
+    grep -qE '^mpishim: watchdog, rank 0: SIGUSR1$' "$2" || { echo "no report on SIGUSR1"; return; }
+    grep -qE "^mpishim:     recv from 1 tag 79 on MPI_COMM_WORLD" "$2" || echo "the SIGUSR1 report misses tag 79"
+}
+
 mpirun_flags() { # host-specific flags to run as root, oversubscribed
     if [ "$HOST_FLAVOR" = openmpi ]; then echo "$MPIRUN_FLAGS"; else echo ""; fi
 }
@@ -213,6 +230,8 @@ for host in "${hosts[@]}"; do
         env MPISHIM_NUM_VCI=2 "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_VERBOSE=1 prints config once" expect_verbose \
         env MPISHIM_VERBOSE=1 MPISHIM_MAP=tag "${launch[@]}" -np 2 "$order"
+    run_case "$host MPISHIM_WATCHDOG=1 reports a stalled wait" expect_watchdog \
+        env MPISHIM_WATCHDOG=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_watchdog"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
 done
 

@@ -60,6 +60,7 @@ static const msh_cfg_var vars[] = {
     { "MPISHIM_WIN_ROUTE",      V_ENUM,  F(win_route),      route_words, 0, 0, NULL },
     { "MPISHIM_WIN_FENCE",      V_ENUM,  F(win_fence),      fence_words, 0, 0, NULL },
     { "MPISHIM_WIN_FLUSH_LOCAL",V_ENUM,  F(win_flush_local),flocal_words, 0, 0, NULL },
+    { "MPISHIM_WATCHDOG",       V_INT,   F(watchdog),       NULL, 1, 86400, "off" },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])

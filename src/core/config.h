@@ -43,6 +43,7 @@ typedef struct msh_config {
     msh_win_route       win_route;      /* MPISHIM_WIN_ROUTE */
     msh_win_fence_mode  win_fence;      /* MPISHIM_WIN_FENCE */
     msh_win_flush_local win_flush_local;/* MPISHIM_WIN_FLUSH_LOCAL */
+    int                 watchdog;       /* MPISHIM_WATCHDOG: seconds, 0 = off */
     /* Which fields came from the environment (bit i = table entry i). */
     unsigned long       from_env;
 } msh_config;

@@ -12,6 +12,7 @@
 
 #include "intercept/shim.h"
 #include "partitioned/part.h"
+#include "sync/watchdog.h"
 
 int msh_on_flag;
 
@@ -31,6 +32,7 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
     } else {
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
         rc = msh_vci_pending_add(v, r);
+        msh_watchdog_posted(r);
         if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
@@ -731,6 +733,7 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
         atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
         rc = msh_vci_pending_add(v, r);
+        msh_watchdog_posted(r);
         if (r->kind == MSH_KIND_PSEND)
             v->st.sends++;
         else

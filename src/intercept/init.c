@@ -13,6 +13,7 @@
 #include "vci/win.h"
 #include "partitioned/part.h"
 #include "mpishim.h"
+#include "sync/watchdog.h"
 
 static const char *thread_level_name(int level)
 {
@@ -46,6 +47,8 @@ static int runtime_start(int serialized)
     msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_solo_start(serialized);
+    if (msh_watchdog_start(msh_cfg.watchdog) != 0)
+        msh_log("cannot start the watchdog (MPISHIM_WATCHDOG); running without it");
     msh_on_flag = 1;
     if (!serialized)
         msh_win_direct_runtime(1);
@@ -190,6 +193,7 @@ MSH_EXPORT int MPI_Finalize(void)
     if (wins && (msh_cfg.stats || msh_cfg.verbose))
         msh_log("rank %d: %d windows were not freed by the program", msh_rt.world_rank, wins);
     if (msh_on_flag) {
+        msh_watchdog_stop();
         msh_progress_fini();
         int pending = 0;
         for (int i = 0; i < msh_pool.n; i++)

@@ -9,6 +9,7 @@
 
 #include "intercept/shim.h"
 #include "partitioned/part.h"
+#include "sync/watchdog.h"
 
 typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 
@@ -166,6 +167,7 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
             rt.vci->st.bytes += (uint64_t)sz * (uint64_t)(count > 0 ? count : 0);
     }
     r->procnull = dest == MPI_PROC_NULL;
+    msh_watchdog_note(r, dest, tag, comm);
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
 }
 
@@ -220,6 +222,7 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
     else
         rc = PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, &r->host);
     r->procnull = source == MPI_PROC_NULL;
+    msh_watchdog_note(r, source, tag, comm);
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
 }
 

@@ -4,7 +4,9 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "core/config.h"
 #include "core/log.h"
@@ -198,6 +200,27 @@ static int poll_domain(int d, unsigned *misses)
 
 /* ------------------------------------------------------------ ownership */
 
+/* The calling thread's kernel id, read once per thread. */
+static MSH_TLS long my_tid;
+static long self_tid(void)
+{
+    if (MSH_UNLIKELY(my_tid == 0))
+        my_tid = (long)syscall(SYS_gettid);
+    return my_tid;
+}
+
+void msh_progress_describe(int i, msh_progress_info *out)
+{
+    msh_domain *d = &domains[i];
+    pthread_mutex_lock(&d->mtx);
+    out->owned = atomic_load_explicit(&d->owned, memory_order_relaxed);
+    out->owner_tid = d->owner_tid;
+    out->sleepers = 0;
+    for (msh_sync *w = d->waiters; w; w = w->next)
+        out->sleepers++;
+    pthread_mutex_unlock(&d->mtx);
+}
+
 static int take_ownership(msh_domain *d)
 {
     if (atomic_load_explicit(&d->owned, memory_order_relaxed))
@@ -206,6 +229,7 @@ static int take_ownership(msh_domain *d)
     int got = !atomic_load_explicit(&d->owned, memory_order_relaxed);
     if (got) {
         atomic_store_explicit(&d->owned, 1, memory_order_relaxed);
+        d->owner_tid = self_tid();
         d->st.ownerships++;
     }
     pthread_mutex_unlock(&d->mtx);

@@ -43,6 +43,7 @@ typedef struct msh_domain_stats {
 typedef struct msh_domain {
     _Alignas(MSH_CACHELINE) pthread_mutex_t mtx;
     _Atomic int owned;      /* written under mtx; read without it by spinners */
+    long owner_tid;         /* under mtx: the owner's kernel thread id (watchdog report) */
     msh_sync *waiters;      /* sleeping waiters, FIFO */
     msh_sync *waiters_tail;
     msh_domain_stats st;    /* under mtx */
@@ -57,6 +58,14 @@ int msh_progress_init(void);   /* after the VCI pool */
 void msh_progress_fini(void);  /* stops the progress thread, if any */
 int msh_progress_ndomains(void);
 const msh_domain *msh_progress_domain(int i);
+
+/* A domain's state for the watchdog's report (takes the domain mutex). */
+typedef struct msh_progress_info {
+    int owned;
+    long owner_tid;
+    int sleepers;
+} msh_progress_info;
+void msh_progress_describe(int d, msh_progress_info *out);
 
 /* Domain that progresses requests of VCI vci. */
 int msh_progress_domain_of(int vci);
