@@ -60,6 +60,25 @@ check-tsan: all
 	TEST_VARIANT=tsan UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp exitcode=66 second_deadlock_stack=1" \
 	  tests/run.sh $(HOSTS)
 
+# The MPI tests again with AddressSanitizer + UndefinedBehaviorSanitizer
+# (build/<host>-asan): the shim and the test programs instrumented, the
+# hosts not. Leak reports are off (the hosts keep memory to exit); any other
+# report fails the case (halt_on_error, exit code 66). Open MPI's memory
+# patcher and UCX's malloc hooks fight ASan's allocator, also without the
+# shim, so both are turned off for these runs.
+ASAN_FLAGS = -g -O1 -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+check-asan: all
+	@for h in $(HOSTS); do \
+	  d=$(BUILD)/$$h-asan; mkdir -p $$d; \
+	  [ -f $$d/config.status ] || (cd $$d && ../../configure --with-mpi=$$h CFLAGS="$(ASAN_FLAGS)" \
+	      LDFLAGS="-fsanitize=address,undefined" $(CONFIGURE_FLAGS) > configure.out) || exit 1; \
+	  $(MAKE) --no-print-directory -C $$d libmpishim.so tests || exit 1; \
+	done
+	TEST_VARIANT=asan UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no OMPI_MCA_memory=^patcher \
+	  ASAN_OPTIONS="detect_leaks=0:halt_on_error=1:exitcode=66:verify_asan_link_order=0" \
+	  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=66" \
+	  tests/run.sh $(HOSTS)
+
 demo: all
 	examples/demo.sh $(HOSTS)
 
@@ -89,4 +108,4 @@ clean:
 distclean: clean
 	rm -rf configure autom4te.cache
 
-.PHONY: all check check-tsan demo bench install clean distclean $(HOSTS:%=host-%)
+.PHONY: check-asan all check check-tsan demo bench install clean distclean $(HOSTS:%=host-%)

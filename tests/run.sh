@@ -4,8 +4,8 @@
 #
 #   tests/run.sh [openmpi] [mpich]
 #
-# Environment: TEST_VARIANT=tsan runs the MPI programs of build/<host>-tsan
-# (make check-tsan builds them) and nothing else; TEST_TIMEOUT (seconds per
+# Environment: TEST_VARIANT=tsan|asan runs the MPI programs of build/<host>-<variant>
+# (make check-tsan and check-asan build them) and nothing else; TEST_TIMEOUT (seconds per
 # case, default 120), TEST_FILTER
 # (only cases whose name matches this grep -E pattern). Each case's output
 # is in build/test-logs/.
