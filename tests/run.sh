@@ -105,6 +105,13 @@ expect_verbose() {
     grep -qE '^  MPISHIM_MAP +tag +\(environment\)$' "$2" || echo "MPISHIM_MAP=tag not shown as set"
 }
 
+expect_pending_reported() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -cE '^  at finalize: 1 requests still pending' "$2")
+    [ "$n" -eq 1 ] || echo "expected one rank to report 1 pending request, found $n (of $(grep -c 'at finalize:' "$2") reports)"
+}
+
 expect_info() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
     local k
@@ -258,6 +265,9 @@ for host in "${hosts[@]}"; do
         env MPISHIM_NUM_VCI=2 "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_VERBOSE=1 prints config once" expect_verbose \
         env MPISHIM_VERBOSE=1 MPISHIM_MAP=tag "${launch[@]}" -np 2 "$order"
+    # A receive left pending at finalize on the solo path is reported.
+    run_case "$host MPISHIM_STATS=1 reports a pending solo-path request" expect_pending_reported \
+        env MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/pending_irecv"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
 
     # Start-up and crash behaviour must be the raw host's (issue 13): the
