@@ -90,6 +90,15 @@ expect_config_error() {
     if grep -q '^OK ' "$2"; then echo "the program ran despite the bad value"; fi
 }
 
+expect_escaped_error() {
+    [ "$1" -ne 0 ] || { echo "exit code 0, expected a failure"; return; }
+    local n
+    n=$(grep -c '^mpishim: ' "$2")
+    [ "$n" -eq 1 ] || { echo "expected one mpishim: line, found $n"; return; }
+    grep -qF "mpishim: MPISHIM_NUM_VCIS='banana\\nmpishim: injected' is invalid" "$2" ||
+        echo "the value is not shown escaped"
+}
+
 expect_typo_warning() {
     [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
     local n
@@ -261,6 +270,9 @@ for host in "${hosts[@]}"; do
 
     run_case "$host MPISHIM_NUM_VCIS=banana stops init" expect_config_error \
         env MPISHIM_NUM_VCIS=banana "${launch[@]}" -np 2 "$order"
+    # A newline in a value is printed escaped, on the error's own line.
+    run_case "$host a newline in a value cannot inject a line" expect_escaped_error \
+        env MPISHIM_NUM_VCIS=$'banana\nmpishim: injected' "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_NUM_VCI typo warns once" expect_typo_warning \
         env MPISHIM_NUM_VCI=2 "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_VERBOSE=1 prints config once" expect_verbose \
