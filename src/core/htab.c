@@ -17,8 +17,10 @@ static _Atomic size_t g_bytes;
 MSH_TLS msh_reader *msh_htab_me;
 
 /* Append-only list: a writer walks it without the mutex. A record is
- * published before its thread's first read section, so a writer whose
- * scan follows that section's fence sees it (htab.h). */
+ * published (seq_cst) before its thread's first read section, and the
+ * writer reads the list head seq_cst after publishing a table: a section
+ * that loaded the old table comes before that read in the total order, so
+ * the writer finds its record (htab.h). */
 static _Atomic(msh_reader *) g_readers;
 static pthread_mutex_t g_readers_mtx = PTHREAD_MUTEX_INITIALIZER;
 static pthread_key_t g_reader_key;
@@ -55,7 +57,7 @@ msh_reader *msh_htab_reader_register(void)
             abort(); /* a lookup cannot fail; 64 bytes once per thread */
         atomic_init(&r->seq, 0);
         r->next = atomic_load_explicit(&g_readers, memory_order_relaxed);
-        atomic_store_explicit(&g_readers, r, memory_order_release);
+        atomic_store_explicit(&g_readers, r, memory_order_seq_cst);
     }
     r->busy = 1;
     pthread_mutex_unlock(&g_readers_mtx);
@@ -156,15 +158,15 @@ static int rebuild_locked(msh_htab *h, struct msh_htab_gen *t, size_t cap)
                 put_locked(n, x);
         }
     h->gens++;
-    /* Release: the new table is complete when a reader sees it. */
-    atomic_store_explicit(&h->cur, n, memory_order_release);
+    /* seq_cst: the new table is complete when a reader sees it, and the
+     * reader scan below is ordered after it (htab.h). */
+    atomic_store_explicit(&h->cur, n, memory_order_seq_cst);
     if (!t)
         return MPI_SUCCESS;
 
-    /* The reader scan comes after the publication (see htab.h). One pass:
-     * a reader seen even is outside or already sees n. */
-    atomic_thread_fence(memory_order_seq_cst);
-    msh_reader *head = atomic_load_explicit(&g_readers, memory_order_acquire);
+    /* The reader scan, after the publication (see htab.h). One pass: a
+     * reader seen even is outside or already sees n. */
+    msh_reader *head = atomic_load_explicit(&g_readers, memory_order_seq_cst);
     size_t nreaders = 0;
     for (msh_reader *r = head; r; r = r->next)
         nreaders++;
@@ -174,7 +176,7 @@ static int rebuild_locked(msh_htab *h, struct msh_htab_gen *t, size_t cap)
     } else {
         size_t k = 0;
         for (msh_reader *r = head; r; r = r->next) {
-            uint64_t s = atomic_load_explicit(&r->seq, memory_order_relaxed);
+            uint64_t s = atomic_load_explicit(&r->seq, memory_order_seq_cst);
             if (s & 1)
                 t->wait[k++] = (struct msh_wait){ r, s };
         }
