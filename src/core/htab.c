@@ -1,8 +1,11 @@
 /* Handle side tables (see htab.h for the design and the grace argument). */
 #include "core/htab.h"
 
+#include <linux/membarrier.h>
 #include <mpi.h>
 #include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 msh_hent msh_htab_tomb;
 #define TOMB (&msh_htab_tomb)
@@ -37,10 +40,18 @@ static void reader_release(void *p)
     pthread_mutex_unlock(&g_readers_mtx);
 }
 
+int msh_htab_asym;
+
 static void reader_key_init(void)
 {
     if (pthread_key_create(&g_reader_key, reader_release) != 0)
         abort(); /* only fails when the process is out of keys or memory */
+    /* Registration is required before the expedited command may be used;
+     * a kernel or sandbox without it leaves the seq_cst fallback. */
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0)
+        msh_htab_asym = 1;
 }
 
 msh_reader *msh_htab_reader_register(void)
@@ -164,14 +175,21 @@ static int rebuild_locked(msh_htab *h, struct msh_htab_gen *t, size_t cap)
     if (!t)
         return MPI_SUCCESS;
 
+    /* Readers store their odd number without a barrier when asym: a full
+     * barrier on every running thread between the publication above and
+     * the scan below restores the Dekker order (htab.h). If the call
+     * fails, t stays for the life of the table. */
+    pthread_once(&g_reader_once, reader_key_init);
+    int pin = msh_htab_asym && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0;
+
     /* The reader scan, after the publication (see htab.h). One pass: a
      * reader seen even is outside or already sees n. */
     msh_reader *head = atomic_load_explicit(&g_readers, memory_order_seq_cst);
     size_t nreaders = 0;
     for (msh_reader *r = head; r; r = r->next)
         nreaders++;
-    t->wait = nreaders ? malloc(nreaders * sizeof *t->wait) : NULL;
-    if (nreaders && !t->wait) {
+    t->wait = nreaders && !pin ? malloc(nreaders * sizeof *t->wait) : NULL;
+    if (pin || (nreaders && !t->wait)) {
         t->pinned = 1; /* no snapshot, no proof: kept until drain */
     } else {
         size_t k = 0;

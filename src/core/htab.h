@@ -20,8 +20,11 @@
  * publishes the new one, then snapshots the records that are odd (seq_cst
  * on both sides, the Dekker pattern): a lookup that was not seen inside
  * already sees the new table; one that was is done with the old table once
- * its number has changed. A lookup costs one seq_cst store more (an xchg
- * on x86) than a bare probe.
+ * its number has changed. The barrier that pattern needs is paid by the
+ * writer, which is rare (a table rebuild), through Linux's membarrier; a
+ * lookup then costs two plain stores more than a bare probe. Where
+ * membarrier is unavailable, the reader's store is seq_cst (an xchg on
+ * x86, about 10 ns).
  *
  * Keys are kept in the slots, so a lookup never reads an entry other than
  * the one it returns: the caller may free an entry as soon as remove
@@ -83,6 +86,9 @@ struct msh_htab_gen {
 
 extern msh_hent msh_htab_tomb;
 extern MSH_TLS msh_reader *msh_htab_me;
+/* 1 when membarrier(PRIVATE_EXPEDITED) is registered: readers then need
+ * no hardware barrier. Set once before the first read section. */
+extern int msh_htab_asym;
 msh_reader *msh_htab_reader_register(void);
 
 static inline uint32_t msh_mix(uint32_t x)
@@ -120,12 +126,19 @@ static inline uint64_t msh_htab_read_begin(msh_reader **rp)
         r = msh_htab_reader_register();
     *rp = r;
     /* Only this thread writes seq, so no read-modify-write is needed. The
-     * store and the table load below are seq_cst, like the writer's
-     * publication and scan: in the single total order either this lookup
-     * loads the new table or the writer sees it inside. (Not fences:
-     * ThreadSanitizer, make check-tsan, does not model them.) */
+     * odd number must be visible before the table load below (Dekker with
+     * the writer's publication and scan). With membarrier, the writer
+     * forces that order onto every running thread after publishing, so
+     * here the compiler's order is enough; without it, the store and the
+     * table load are seq_cst like the writer's, and the single total order
+     * gives it. (No thread fence: ThreadSanitizer does not model them.) */
     uint64_t s = atomic_load_explicit(&r->seq, memory_order_relaxed) + 1;
-    atomic_store_explicit(&r->seq, s, memory_order_seq_cst);
+    if (MSH_LIKELY(msh_htab_asym)) {
+        atomic_store_explicit(&r->seq, s, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst);
+    } else {
+        atomic_store_explicit(&r->seq, s, memory_order_seq_cst);
+    }
     return s;
 }
 
