@@ -8,6 +8,7 @@
 #define MPISHIM_H
 
 #include <mpi.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #ifdef __cplusplus
@@ -31,6 +32,12 @@ const char *mpishim_version(void);
 /* Print the effective configuration (every MPISHIM_* variable, its value
  * and whether it came from the environment), one variable per line. */
 void mpishim_print_config(FILE *out);
+
+/* Bytes the shim's handle side tables (communicators, windows) hold now:
+ * the current tables and replaced ones still in their grace period. For
+ * leak checks; bounded by the live communicators and windows, not by how
+ * many were ever created. */
+size_t mpishim_table_bytes(void);
 
 /* MPI-4 partitioned communication (MPI 4.0, chapter 4), final signatures.
  * A host mpi.h of MPI 3.x (Open MPI 4.1) lacks them: this header declares

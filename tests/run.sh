@@ -90,6 +90,15 @@ expect_config_error() {
     if grep -q '^OK ' "$2"; then echo "the program ran despite the bad value"; fi
 }
 
+expect_escaped_error() {
+    [ "$1" -ne 0 ] || { echo "exit code 0, expected a failure"; return; }
+    local n
+    n=$(grep -c '^mpishim: ' "$2")
+    [ "$n" -eq 1 ] || { echo "expected one mpishim: line, found $n"; return; }
+    grep -qF "mpishim: MPISHIM_NUM_VCIS='banana\\nmpishim: injected' is invalid" "$2" ||
+        echo "the value is not shown escaped"
+}
+
 expect_typo_warning() {
     [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
     local n
@@ -105,6 +114,13 @@ expect_verbose() {
     grep -qE '^  MPISHIM_MAP +tag +\(environment\)$' "$2" || echo "MPISHIM_MAP=tag not shown as set"
 }
 
+expect_pending_reported() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -cE '^  at finalize: 1 requests still pending' "$2")
+    [ "$n" -eq 1 ] || echo "expected one rank to report 1 pending request, found $n (of $(grep -c 'at finalize:' "$2") reports)"
+}
+
 expect_info() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
     local k
@@ -112,6 +128,51 @@ expect_info() {
              '^thread support ' '^cores \(hwloc\) +[0-9]+ cores' '^libfabric ' '^  MPISHIM_NUM_VCIS +auto'; do
         grep -qE "$k" "$2" || { echo "missing line matching: $k"; return; }
     done
+}
+
+expect_no_fabric_needed() {
+    [ "$1" -eq 0 ] || { echo "readelf exit code $1"; return; }
+    grep -qE 'NEEDED.*libhwloc' "$2" || { echo "no NEEDED entries read"; return; }
+    local bad
+    bad=$(grep -E 'NEEDED.*(fabric|psm|infinipath)' "$2" | sed 's/.*\[\(.*\)\]/\1/' | tr '\n' ' ')
+    [ -z "$bad" ] || echo "libmpishim.so needs $bad"
+}
+
+# The log of a "== raw ... == shim ..." pair: lines of one section.
+section() { awk -v s="$1" '/^== (raw|shim)$/ { on = ($2 == s); next } on' "$2"; }
+
+# deps_clean raw and under the shim: both OK, nothing of libfabric mapped
+# under the shim, the same signal handlers (by owning object) in both.
+expect_same_handlers() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    local s
+    for s in raw shim; do
+        section $s "$2" | grep -q '^OK deps_clean' || { echo "no OK line in the $s run"; return; }
+        section $s "$2" | grep -q '^== rc 0$' || { echo "the $s run failed"; return; }
+    done
+    local mapped
+    mapped=$(section shim "$2" | sed -n 's/^mapped //p' | tr '\n' ' ')
+    [ -z "$mapped" ] || { echo "under the shim the process maps $mapped"; return; }
+    if [ "$(section raw "$2" | grep '^handler ' | sort)" != "$(section shim "$2" | grep '^handler ' | sort)" ]; then
+        echo "signal handlers differ from raw: $(section shim "$2" | grep '^handler ' | sort | tr '\n' ';')"
+    fi
+}
+
+# crash raw and under the shim: the same exit status (139 = killed by SIGSEGV
+# for a singleton), and what the launcher says about a signal in both or neither.
+expect_same_crash() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    local r s
+    r=$(section raw "$2" | sed -n 's/^== rc //p')
+    s=$(section shim "$2" | sed -n 's/^== rc //p')
+    [ -n "$r" ] && [ -n "$s" ] || { echo "a run did not finish"; return; }
+    [ "$r" != 0 ] || { echo "the raw run did not crash (exit 0)"; return; }
+    [ "$r" = "$s" ] || { echo "exit status $s under the shim, $r raw"; return; }
+    local pat='signal 11|EXIT CODE: 11|Segmentation fault'
+    local nr ns
+    nr=$(section raw "$2" | grep -cE "$pat")
+    ns=$(section shim "$2" | grep -cE "$pat")
+    [ $((nr > 0)) -eq $((ns > 0)) ] || echo "signal 11 reported raw: $nr lines, under the shim: $ns"
 }
 
 # MPI_Send called by a binary that was not linked with the shim must bind
@@ -226,13 +287,37 @@ for host in "${hosts[@]}"; do
 
     run_case "$host MPISHIM_NUM_VCIS=banana stops init" expect_config_error \
         env MPISHIM_NUM_VCIS=banana "${launch[@]}" -np 2 "$order"
+    # A newline in a value is printed escaped, on the error's own line.
+    run_case "$host a newline in a value cannot inject a line" expect_escaped_error \
+        env MPISHIM_NUM_VCIS=$'banana\nmpishim: injected' "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_NUM_VCI typo warns once" expect_typo_warning \
         env MPISHIM_NUM_VCI=2 "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_VERBOSE=1 prints config once" expect_verbose \
         env MPISHIM_VERBOSE=1 MPISHIM_MAP=tag "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_WATCHDOG=1 reports a stalled wait" expect_watchdog \
         env MPISHIM_WATCHDOG=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_watchdog"
+    # A receive left pending at finalize on the solo path is reported.
+    run_case "$host MPISHIM_STATS=1 reports a pending solo-path request" expect_pending_reported \
+        env MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/pending_irecv"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
+
+    # Start-up and crash behaviour must be the raw host's (issue 13): the
+    # library links nothing beyond hwloc, the host MPI and libc, loads no
+    # libfabric (whose PSM dependencies cost start-up time and install signal
+    # handlers), and a rank that segfaults dies by SIGSEGV.
+    run_case "$host libmpishim.so needs no libfabric" expect_no_fabric_needed readelf -d "$lib"
+    proc=$hb/tests/proc
+    run_case "$host deps_clean np2: nothing loaded, handlers as raw" expect_same_handlers \
+        bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                 "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+        _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+    run_case "$host crash singleton dies by SIGSEGV as raw" expect_same_crash \
+        bash -c 'echo "== raw"; "$1"; echo "== rc $?"; echo "== shim";
+                 "$2" --host "$3" --lib "$4" "$1"; echo "== rc $?"' _ "$proc/crash" "$build/mpishim" "$host" "$lib"
+    run_case "$host crash np2 under mpirun reported as raw" expect_same_crash \
+        bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                 "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+        _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
 done
 
 # A build for one host preloaded into a program of the other must stop with

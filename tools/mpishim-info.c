@@ -11,6 +11,7 @@
 
 #include "core/config.h"
 #include "core/topo.h"
+#include "fabric.h"
 #include "mpishim.h"
 
 #ifndef MSH_HOST_FLAVOR
@@ -84,8 +85,13 @@ int main(int argc, char **argv)
                        prov[i].prov_name, doms, prov[i].domain_name, prov[i].max_ep_tx_ctx, prov[i].tx_ctx_cnt);
             }
         }
-        printf("VCI pool if auto   %d (cores in this process's binding, capped by libfabric)\n",
-               msh_topo_default_vcis(MSH_MAX_VCIS));
+        /* The library does not ask libfabric itself (src/core/topo.c): the
+         * cap is advice the user applies with MPISHIM_NUM_VCIS. */
+        int pool = msh_topo_default_vcis(MSH_MAX_VCIS);
+        printf("VCI pool if auto   %d (cores in this process's binding)\n", pool);
+        size_t fcap = n > 0 ? msh_fabric_tx_cap() : 0;
+        if (fcap > 0 && fcap < (size_t)pool)
+            printf("                   hardware transmit contexts suggest MPISHIM_NUM_VCIS=%zu\n", fcap);
         printf("configuration (MPISHIM_* environment):\n");
         mpishim_print_config(stdout);
         fflush(stdout);

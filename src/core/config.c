@@ -264,8 +264,10 @@ int msh_cfg_parse(msh_config *cfg, char *const *envp, char *err, size_t errlen,
                 break;
         if (k == NVARS) {
             if (warn) {
-                char name[128], line[256];
+                /* The name as typed, for the distance; escaped for the line. */
+                char name[128], shown[128], line[320];
                 snprintf(name, sizeof name, "%.*s", (int)(nlen < 100 ? nlen : 100), kv);
+                msh_escape(shown, sizeof shown, kv, nlen < 100 ? nlen : 100);
                 size_t best = 0;
                 int bestd = 1 << 30;
                 for (size_t j = 0; j < NVARS; j++) {
@@ -275,15 +277,18 @@ int msh_cfg_parse(msh_config *cfg, char *const *envp, char *err, size_t errlen,
                         best = j;
                     }
                 }
-                snprintf(line, sizeof line, "unknown variable %s ignored; did you mean %s?", name, vars[best].name);
+                snprintf(line, sizeof line, "unknown variable %s ignored; did you mean %s?", shown, vars[best].name);
                 warn(line, warn_arg);
             }
             continue;
         }
         if (parse_value(cfg, &vars[k], val) != 0) {
-            char acc[256];
-            snprintf(err, errlen, "%s='%.64s' is invalid; accepted values: %s", vars[k].name, val,
-                     accepted(&vars[k], acc, sizeof acc));
+            /* The value escaped (a newline in it must not start a line of
+             * its own), at most 64 bytes of it. */
+            char acc[256], shown[4 * 64 + 1];
+            size_t used = msh_escape(shown, sizeof shown, val, 64);
+            snprintf(err, errlen, "%s='%s%s' is invalid; accepted values: %s", vars[k].name, shown,
+                     val[used] ? "..." : "", accepted(&vars[k], acc, sizeof acc));
             return -1;
         }
         cfg->from_env |= 1ul << k;

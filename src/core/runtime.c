@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/htab.h"
 #include "core/log.h"
 
 #include "mpishim.h"
@@ -84,6 +85,11 @@ MSH_EXPORT int mpishim_active(void)
 MSH_EXPORT const char *mpishim_version(void)
 {
     return MPISHIM_VERSION;
+}
+
+MSH_EXPORT size_t mpishim_table_bytes(void)
+{
+    return msh_htab_bytes_total();
 }
 
 MSH_EXPORT void mpishim_print_config(FILE *out)

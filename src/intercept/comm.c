@@ -148,6 +148,23 @@ MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
     return rc;
 }
 
+/* Releases the communicator like MPI_Comm_free (after waiting for its
+ * pending traffic): its entry and duplicates go too, or they would outlive
+ * it (and hold the host's context ids). */
+MSH_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+        msh_part_comm_del(*comm);
+    if (!msh_on())
+        return PMPI_Comm_disconnect(comm);
+    MSH_PASS_ENTER();
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+        msh_comm_unregister(*comm);
+    int rc = PMPI_Comm_disconnect(comm);
+    MSH_PASS_EXIT();
+    return rc;
+}
+
 MSH_EXPORT int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info)
 {
     if (!msh_on())

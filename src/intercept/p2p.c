@@ -135,7 +135,7 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
                      MPI_Comm comm, MPI_Request *req)
 {
     int rc;
-    if (msh_solo_enter()) {
+    if (msh_solo_enter_req()) {
         rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, send_route(comm, dest, tag), req);
         msh_solo_exit();
         return rc;
@@ -177,7 +177,7 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
     /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
      * in solo mode: it fixes the host's status (below). */
     int solo_ok = persistent || source != MPI_PROC_NULL;
-    if (solo_ok && msh_comm_plain() && msh_solo_enter()) {
+    if (solo_ok && msh_comm_plain() && msh_solo_enter_req()) {
         int rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, comm, req)
                             : PMPI_Irecv(buf, count, dt, source, tag, comm, req);
         msh_solo_exit();
@@ -189,7 +189,7 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-    if (solo_ok && msh_solo_enter()) {
+    if (solo_ok && msh_solo_enter_req()) {
         rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, req)
                         : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
         msh_solo_exit();
@@ -494,7 +494,7 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
 {
     if (!msh_on())
         return PMPI_Imrecv(buf, count, dt, message, req);
-    if (msh_solo_enter()) {
+    if (msh_solo_enter_req()) {
         int rc = PMPI_Imrecv(buf, count, dt, message, req);
         msh_solo_exit();
         return rc;

@@ -44,7 +44,8 @@ typedef struct msh_comm {
 } msh_comm;
 
 /* Live entries that spread over duplicates or reject a wildcard, plus 1 when
- * MPISHIM_ASSERT rejects one for every communicator. While it is 0, every
+ * MPISHIM_ASSERT rejects one for every communicator, plus 1 with
+ * MPISHIM_STATS=1 (every request must be a counted shim request). While it is 0, every
  * route is the communicator itself and no wildcard is refused, so the solo
  * path needs no lookup. Relaxed: it changes inside collective constructors,
  * MPI_Comm_set_info and MPI_Comm_free, which the program orders before any

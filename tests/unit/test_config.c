@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/config.h"
+#include "core/log.h"
 
 static int failures;
 
@@ -139,6 +140,34 @@ static void test_unknown(void)
     EXPECT(parse1(&c, "MPISHIMX=1", err, sizeof err) == 0 && nwarn == 0);
 }
 
+/* A value or name echoed in a message is escaped: it cannot end the line
+ * and start one of its own (an injected "mpishim:" line). */
+static void test_escaped(void)
+{
+    msh_config c;
+    char err[512];
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCIS=2\nmpishim: injected", err, sizeof err) == -1);
+    EXPECT(strchr(err, '\n') == NULL);
+    EXPECT(strstr(err, "MPISHIM_NUM_VCIS='2\\nmpishim: injected' is invalid") != NULL);
+    EXPECT(parse1(&c, "MPISHIM_MAP=\x1b[31mred\t\\'\r", err, sizeof err) == -1);
+    EXPECT(strstr(err, "MPISHIM_MAP='\\x1b[31mred\\t\\\\\\'\\r' is invalid") != NULL);
+    EXPECT(parse1(&c, "MPISHIM_NUM_VCI\nmpishim: fake=1", err, sizeof err) == 0 && nwarn == 1);
+    EXPECT(strchr(warned, '\n') == NULL);
+    EXPECT(strstr(warned, "unknown variable MPISHIM_NUM_VCI\\nmpishim: fake ignored") != NULL);
+    /* Long values are cut, and say so. */
+    char kv[300];
+    snprintf(kv, sizeof kv, "MPISHIM_WAIT=%0200d", 7);
+    EXPECT(parse1(&c, kv, err, sizeof err) == -1);
+    EXPECT(strstr(err, "...' is invalid") != NULL && strlen(err) < 300);
+
+    char out[64];
+    EXPECT(msh_escape(out, sizeof out, "a\nb\t\\\x01\x7f'\xc3\xa9", 10) > 0);
+    EXPECT(strcmp(out, "a\\nb\\t\\\\\\x01\\x7f\\'\xc3\xa9") == 0); /* UTF-8 bytes kept */
+    char tiny[6];
+    msh_escape(tiny, sizeof tiny, "\n\n\n", 3);
+    EXPECT(strcmp(tiny, "\\n\\n") == 0);           /* never half an escape */
+}
+
 static void test_edit_distance(void)
 {
     EXPECT(msh_edit_distance("", "") == 0);
@@ -172,6 +201,7 @@ int main(void)
     test_valid();
     test_malformed();
     test_unknown();
+    test_escaped();
     test_edit_distance();
     test_print();
     if (failures) {
