@@ -1,7 +1,10 @@
 /* Communicator constructors and destructors: the side table (src/vci/comm.c)
  * learns of a communicator inside the user's own collective call, and its
- * duplicates are made and freed there too (design brief rule 4). With a
- * serialized host, these host calls take the host lock like every other. */
+ * duplicates (non-default maps only) are made and freed there too (design
+ * brief rule 4); the partitioned layer agrees on the communicator's id
+ * there with one collective over the new communicator, and makes no
+ * duplicates. With a serialized host, these host calls take the host lock
+ * like every other. */
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
 #include "partitioned/part.h"
@@ -17,7 +20,7 @@ static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info)
     return r == MPI_SUCCESS ? rc : msh_comm_error(parent != MPI_COMM_NULL ? parent : MPI_COMM_WORLD, r);
 }
 
-/* Without the runtime: only the partitioned layer's duplicates. */
+/* Without the runtime: only the partitioned layer's id. */
 static int part_registered(int rc, MPI_Comm newcomm)
 {
     if (rc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
@@ -144,6 +147,22 @@ MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
     if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
         msh_comm_unregister(*comm);
     int rc = PMPI_Comm_free(comm);
+    MSH_PASS_EXIT();
+    return rc;
+}
+
+/* Frees the handle like MPI_Comm_free: drop the side tables' entries, or
+ * they would grow with every connect/disconnect. */
+MSH_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm)
+{
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+        msh_part_comm_del(*comm);
+    if (!msh_on())
+        return PMPI_Comm_disconnect(comm);
+    MSH_PASS_ENTER();
+    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+        msh_comm_unregister(*comm);
+    int rc = PMPI_Comm_disconnect(comm);
     MSH_PASS_EXIT();
     return rc;
 }
