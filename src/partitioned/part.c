@@ -268,6 +268,12 @@ typedef struct msh_part {
     int watched;          /* in the watch list; under watch_lock */
     int bg;               /* freed by the user while active: released when done */
     _Atomic unsigned char *readied; /* sender: per partition, this round */
+    /* Receiver whose elements the sender's messages split (a type that is
+     * not contiguous): messages land in a packed staging copy, and each
+     * receive partition is unpacked into the buffer once all its bytes are
+     * in. Parrived then reports unpacked partitions. */
+    char *stage;
+    _Atomic unsigned char *unpacked; /* per receive partition, this round */
     int nleft;            /* messages not done this round; under lock */
     int err;              /* first error of the round; under lock */
     MPI_Count received;   /* bytes received this round; under lock */
@@ -525,15 +531,14 @@ static int create_recv(msh_part *p, int m)
     MPI_Count off = (MPI_Count)m * p->msg_bytes;
     MPI_Count len = m == p->nmsg - 1 ? p->total - off : p->msg_bytes;
     MPI_Count fit = off >= cap ? 0 : (cap - off < len ? cap - off : len);
-    if (p->contig || p->tsize == 0) {
+    if (p->contig || p->tsize == 0 || p->stage) {
+        char *base = p->stage ? p->stage : p->buf;
         if (fit > INT32_MAX)
             return MPI_ERR_COUNT;
-        return PMPI_Recv_init(p->buf + (fit ? off : 0), (int)fit, MPI_BYTE, p->wpeer, p->tag_base + m, datac,
+        return PMPI_Recv_init(base + (fit ? off : 0), (int)fit, MPI_BYTE, p->wpeer, p->tag_base + m, datac,
                               &p->msg[m].host);
     }
-    if (off % p->tsize || fit % p->tsize)
-        return MPI_ERR_TYPE; /* a message would split an element of this type */
-    MPI_Count n = fit / p->tsize;
+    MPI_Count n = fit / p->tsize; /* whole elements: create_recvs staged otherwise */
     if (n > INT32_MAX)
         return MPI_ERR_COUNT;
     return PMPI_Recv_init(p->buf + (MPI_Aint)(off / p->tsize) * p->extent, (int)n, p->dtype, p->wpeer,
@@ -580,7 +585,63 @@ static int create_recvs(msh_part *p)
     p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
     if (!p->msg)
         return MPI_ERR_NO_MEM;
+    MPI_Count cap = (MPI_Count)p->partitions * p->count * p->tsize;
+    if (!p->contig && p->tsize > 0 && p->nmsg > 0 && cap > 0 &&
+        (p->msg_bytes % p->tsize || p->total % p->tsize)) {
+        p->stage = malloc((size_t)cap);
+        p->unpacked = calloc((size_t)p->partitions, 1);
+        if (!p->stage || !p->unpacked)
+            return MPI_ERR_NO_MEM;
+    }
     return create_msgs(p);
+}
+
+/* Staged receiver, under p->lock and the host lock: receive partition i's
+ * bytes [lo, hi) of the message stream, and the messages covering them. */
+static void part_range(const msh_part *p, int i, MPI_Count *lo, MPI_Count *hi, int *m0, int *m1)
+{
+    MPI_Count rpb = p->count * p->tsize;
+    *lo = (MPI_Count)i * rpb;
+    *hi = *lo + rpb < p->total ? *lo + rpb : p->total;
+    *m0 = 0;
+    *m1 = p->nmsg - 1;
+    if (*lo < *hi && p->msg_bytes > 0) {
+        *m0 = (int)(*lo / p->msg_bytes);
+        *m1 = (int)((*hi - 1) / p->msg_bytes);
+        if (*m1 >= p->nmsg)
+            *m1 = p->nmsg - 1;
+    }
+}
+
+/* Message m is done: unpack every receive partition it completes. */
+static void unpack_after(msh_part *p, int m)
+{
+    MPI_Count rpb = p->count * p->tsize;
+    MPI_Count off = (MPI_Count)m * p->msg_bytes;
+    MPI_Count end = m == p->nmsg - 1 ? p->total : off + p->msg_bytes;
+    if (rpb == 0 || off >= end)
+        return;
+    int i0 = (int)(off / rpb), i1 = (int)((end - 1) / rpb);
+    if (i1 >= p->partitions)
+        i1 = p->partitions - 1;
+    for (int i = i0; i <= i1; i++) {
+        MPI_Count lo, hi;
+        int m0, m1, all = 1;
+        part_range(p, i, &lo, &hi, &m0, &m1);
+        if (lo >= hi || atomic_load_explicit(&p->unpacked[i], memory_order_relaxed))
+            continue;
+        for (int k = m0; k <= m1 && all; k++)
+            all = atomic_load_explicit(&p->msg[k].done, memory_order_relaxed);
+        if (!all)
+            continue;
+        int pos = 0, rc = PMPI_Unpack(p->stage + lo, (int)(hi - lo), &pos,
+                                      p->buf + (MPI_Aint)i * p->count * p->extent, (int)((hi - lo) / p->tsize),
+                                      p->dtype, datac);
+        if (rc != MPI_SUCCESS && p->err == MPI_SUCCESS)
+            p->err = rc;
+        /* release: the partition's data is in the user's buffer */
+        atomic_store_explicit(&p->unpacked[i], 1, memory_order_release);
+    }
 }
 
 static void start_msgs(msh_part *p)
@@ -656,6 +717,8 @@ static void progress_locked(msh_request *r, msh_part *p)
         }
         atomic_store_explicit(&g->done, 1, memory_order_release);
         p->nleft--;
+        if (p->stage)
+            unpack_after(p, m);
     }
     hu();
     if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
@@ -734,6 +797,8 @@ static void part_destroy(msh_part *p)
     }
     free(p->msg);
     free((void *)p->readied);
+    free(p->stage);
+    free((void *)p->unpacked);
     if (p->dtype != MPI_DATATYPE_NULL)
         PMPI_Type_free(&p->dtype);
     pthread_mutex_destroy(&p->lock);
@@ -899,6 +964,9 @@ int msh_part_start(msh_request *r)
     if (p->send)
         for (int i = 0; i < p->partitions; i++)
             atomic_store_explicit(&p->readied[i], 0, memory_order_relaxed);
+    if (p->unpacked)
+        for (int i = 0; i < p->partitions; i++)
+            atomic_store_explicit(&p->unpacked[i], 0, memory_order_relaxed);
     p->nleft = p->nmsg;
     if (p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) {
         hl();
@@ -1071,16 +1139,13 @@ int msh_part_parrived(msh_request *r, int partition, int *flag)
         *flag = atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING;
         return MPI_SUCCESS;
     }
-    MPI_Count rpb = p->count * p->tsize, lo = (MPI_Count)partition * rpb, hi = lo + rpb;
-    if (hi > p->total)
-        hi = p->total;
-    int m0 = 0, m1 = p->nmsg - 1;
-    if (rpb > 0 && lo < hi && p->msg_bytes > 0) {
-        m0 = (int)(lo / p->msg_bytes);
-        m1 = (int)((hi - 1) / p->msg_bytes);
-        if (m1 >= p->nmsg)
-            m1 = p->nmsg - 1;
+    if (p->stage) {
+        *flag = atomic_load_explicit(&p->unpacked[partition], memory_order_acquire);
+        return MPI_SUCCESS;
     }
+    MPI_Count lo, hi;
+    int m0, m1;
+    part_range(p, partition, &lo, &hi, &m0, &m1);
     int ok = 1;
     for (int m = m0; m <= m1 && ok; m++)
         ok = atomic_load_explicit(&p->msg[m].done, memory_order_acquire);
