@@ -808,16 +808,36 @@ static void part_destroy(msh_part *p)
 int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int peer, int tag,
                       MPI_Comm comm, MPI_Info info, MPI_Request *handle)
 {
+    /* MPI 4.0 sec. 4.2.2: at least one partition; the rest as for
+     * point-to-point (no wildcards: a partitioned receive names its peer). */
     if (comm == MPI_COMM_NULL)
         return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_COMM);
-    if (partitions < 0 || count < 0)
-        return msh_comm_error(comm, partitions < 0 ? MPI_ERR_ARG : MPI_ERR_COUNT);
-    if (!send && peer == MPI_ANY_SOURCE)
-        return msh_comm_error(comm, MPI_ERR_RANK);
-    if (!send && tag == MPI_ANY_TAG)
-        return msh_comm_error(comm, MPI_ERR_TAG);
+    if (partitions < 1)
+        return msh_comm_error(comm, MPI_ERR_ARG);
+    if (count < 0)
+        return msh_comm_error(comm, MPI_ERR_COUNT);
     if (tag < 0 || tag > tag_ub)
         return msh_comm_error(comm, MPI_ERR_TAG);
+    if (dtype == MPI_DATATYPE_NULL)
+        return msh_comm_error(comm, MPI_ERR_TYPE);
+    if (datac == MPI_COMM_NULL)
+        return msh_comm_error(comm, MPI_ERR_INTERN); /* init could not make the channel */
+    {
+        /* Committed? Neither host says so directly; a persistent request to
+         * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
+        MPI_Request probe = MPI_REQUEST_NULL;
+        int nk = 0;
+        hl();
+        int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, datac, &probe);
+        if (trc == MPI_SUCCESS)
+            PMPI_Request_free(&probe);
+        int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
+        hu();
+        if (trc != MPI_SUCCESS)
+            return msh_comm_error(comm, MPI_ERR_TYPE);
+        if (irc != MPI_SUCCESS)
+            return msh_comm_error(comm, MPI_ERR_INFO);
+    }
     long long cid = -1;
     if (!pcomm_find(comm, &cid)) {
         msh_log("partitioned init on a communicator the shim did not see created (MPI_Comm_idup?); "
