@@ -3,6 +3,7 @@
 #include "partitioned/part.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,7 @@ static inline void hu(void)
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static msh_request **watch;
 static int nwatch, capwatch;
+static int nbg; /* watched channels freed by the user (bg); under watch_lock */
 
 /* ------------------------------------------------------------ communicator ids */
 
@@ -197,7 +199,25 @@ void msh_part_init(void)
     disp_start();
 }
 
-static void bg_drain(void) {}
+/* Finalize: give channels freed while active a bounded time to finish
+ * (their peers are finalizing too), then report what is left. */
+static void bg_drain(void)
+{
+    double t0 = PMPI_Wtime();
+    for (;;) {
+        pthread_mutex_lock(&watch_lock);
+        int left = nbg;
+        pthread_mutex_unlock(&watch_lock);
+        if (left == 0)
+            return;
+        if (PMPI_Wtime() - t0 > 10.0) {
+            msh_log("finalize: %d partitioned request(s) freed while active never completed", left);
+            return;
+        }
+        msh_part_sweep();
+        sched_yield();
+    }
+}
 
 void msh_part_fini(void)
 {
@@ -445,10 +465,17 @@ static void disp_unpost(msh_part *p)
 
 static _Atomic unsigned next_tag;
 
-/* Under p->lock: a started receive without its header. */
-static void watch_add(msh_request *r, msh_part *p)
+static void part_release(msh_request *r);
+
+/* A started receive without its header (under p->lock), or an active
+ * channel the user freed (bg = 1: released by the sweep once done). */
+static void watch_add(msh_request *r, msh_part *p, int bg)
 {
     pthread_mutex_lock(&watch_lock);
+    if (bg && !p->bg) {
+        p->bg = 1;
+        nbg++;
+    }
     if (!p->watched) {
         if (nwatch == capwatch) {
             int ncap = capwatch ? 2 * capwatch : 16;
@@ -497,9 +524,15 @@ int msh_part_sweep(void)
         msh_request *r = watch[i];
         msh_part *p = r->ext;
         msh_part_progress(r, 0);
-        /* Set up, or finished with an error: no longer ours to watch. */
-        if (atomic_load_explicit(&p->setup, memory_order_acquire) ||
-            atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING) {
+        int pending = atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING;
+        if (p->bg && !pending) {
+            /* Freed by the user and now done: nobody else holds it. */
+            watch_drop_locked(i);
+            nbg--;
+            part_release(r);
+            n++;
+        } else if (!p->bg && (atomic_load_explicit(&p->setup, memory_order_acquire) || !pending)) {
+            /* Set up, or finished with an error: no longer ours to watch. */
             watch_drop_locked(i);
             n++;
         } else {
@@ -1003,7 +1036,7 @@ int msh_part_start(msh_request *r)
         start_msgs(p);
         hu();
     } else if (!p->send) {
-        watch_add(r, p);
+        watch_add(r, p, 0);
     }
     if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
         finish_round(r, p);
@@ -1061,11 +1094,30 @@ static void part_release(msh_request *r)
     atomic_fetch_sub_explicit(&msh_part_nlive, 1, memory_order_relaxed);
 }
 
+/* Sender: every partition of this round readied (the round can finish
+ * without the user). */
+static int all_ready(msh_part *p)
+{
+    for (int m = 0; m < p->nmsg; m++)
+        if (atomic_load_explicit(&p->msg[m].ready, memory_order_acquire) < p->msg[m].nparts)
+            return 0;
+    return 1;
+}
+
 int msh_part_free(msh_request *r, MPI_Request *handle)
 {
     msh_part *p = r->ext;
-    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
-        return msh_comm_error(p->comm, MPI_ERR_REQUEST); /* active: free it after completion */
+    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING) {
+        /* Freeing an active partitioned request is erroneous (MPI 4.0 sec.
+         * 4.2), but hosts finish such operations by themselves: so does the
+         * shim, where the round can finish without the user. A send with a
+         * partition not ready never can: refuse, keeping the handle. */
+        if (p->send && !all_ready(p))
+            return msh_comm_error(p->comm, MPI_ERR_REQUEST);
+        watch_add(r, p, 1);
+        *handle = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
     if (!p->send)
         watch_remove(r); /* finished with an error before any sweep saw it */
     part_release(r);
@@ -1075,17 +1127,12 @@ int msh_part_free(msh_request *r, MPI_Request *handle)
 
 int msh_part_cancel(msh_request *r)
 {
+    /* Cancelling an active partitioned request is erroneous (MPI 4.0 sec.
+     * 4.2): say so and leave the round alone (a partly cancelled round
+     * could complete on neither side). */
     msh_part *p = r->ext;
-    if (atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING)
-        return MPI_SUCCESS;
-    pthread_mutex_lock(&p->lock);
-    hl();
-    for (int m = 0; m < p->nmsg; m++)
-        if (atomic_load_explicit(&p->msg[m].started, memory_order_acquire) &&
-            !atomic_load_explicit(&p->msg[m].done, memory_order_relaxed))
-            PMPI_Cancel(&p->msg[m].host);
-    hu();
-    pthread_mutex_unlock(&p->lock);
+    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
+        return msh_comm_error(p->comm, MPI_ERR_REQUEST);
     return MPI_SUCCESS;
 }
 
