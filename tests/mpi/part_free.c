@@ -132,6 +132,11 @@ int main(int argc, char **argv)
         CHECK(rc == MPI_SUCCESS, "1: MPI_Request_free of a receive whose data is on its way: error class %d",
               class_of(rc));
         CHECK(*other == MPI_REQUEST_NULL, "1: handle not MPI_REQUEST_NULL after MPI_Request_free");
+        /* Only now may the peer ready its second send (else its data could
+         * complete our second receive before MPI_Waitany looked). */
+        int tok = 0, tok2 = -1;
+        CHECK_MPI(MPI_Sendrecv(&tok, 1, MPI_INT, peer, 99, &tok2, 1, MPI_INT, peer, 99, MPI_COMM_WORLD,
+                               MPI_STATUS_IGNORE));
         CHECK_MPI(MPI_Pready_range(0, P - 1, b->s));
         CHECK_MPI(MPI_Wait(&a->s, MPI_STATUS_IGNORE));
         CHECK_MPI(MPI_Wait(&b->s, MPI_STATUS_IGNORE));
