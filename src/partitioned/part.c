@@ -1037,8 +1037,12 @@ int msh_part_start(msh_request *r)
         hu();
     } else if (!p->send) {
         watch_add(r, p, 0);
+        /* The header may be in already: set up now, so the data receives
+         * are posted before the sender's data arrives. */
+        progress_locked(r, p);
     }
-    if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
+    if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0 &&
+        atomic_load_explicit(&r->state, memory_order_relaxed) == MSH_REQ_PENDING)
         finish_round(r, p);
     pthread_mutex_unlock(&p->lock);
     return MPI_SUCCESS;
