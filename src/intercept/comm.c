@@ -204,7 +204,7 @@ MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
 }
 
 /* Topology constructors: the same bookkeeping as the others, so that their
- * communicators get duplicates (VCIs, partitioned channels) too. */
+ * communicators get duplicates (VCIs) and a partitioned id too. */
 #define MSH_CTOR(call, out, info)                                   \
     do {                                                            \
         if (!msh_on()) {                                            \

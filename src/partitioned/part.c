@@ -1,4 +1,4 @@
-/* Partitioned channels: private duplicates, init, Start, Pready/Parrived,
+/* Partitioned channels: communicator ids, the header dispatcher, init, Start, Pready/Parrived,
  * progress and teardown (see part.h). */
 #include "partitioned/part.h"
 
