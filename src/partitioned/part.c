@@ -164,7 +164,6 @@ void msh_part_comm_del(MPI_Comm c)
 
 static int tag_ub = 32767;
 
-static void disp_start(void);
 static void disp_stop(void);
 
 void msh_part_init(void)
@@ -196,7 +195,6 @@ void msh_part_init(void)
     PMPI_Comm_set_errhandler(datac, MPI_ERRORS_RETURN);
     pcomm_put(MPI_COMM_WORLD, CID_WORLD);
     pcomm_put(MPI_COMM_SELF, CID_SELF);
-    disp_start();
 }
 
 /* Finalize: give channels freed while active a bounded time to finish
@@ -318,6 +316,7 @@ typedef struct hdr_msg {
 static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
 static long long disp_buf[HDR_N];
 static MPI_Request disp_req = MPI_REQUEST_NULL;
+static int disp_on; /* the wildcard receive was posted once; under disp_lock */
 static msh_part *posted_head, *posted_tail;
 static hdr_msg *unexp_head, *unexp_tail;
 
@@ -348,6 +347,7 @@ static void disp_stop(void)
     }
     unexp_tail = NULL;
     posted_head = posted_tail = NULL;
+    disp_on = 0;
     pthread_mutex_unlock(&disp_lock);
 }
 
@@ -417,6 +417,15 @@ static void disp_poll(void)
 static void disp_post(msh_part *p)
 {
     pthread_mutex_lock(&disp_lock);
+    if (!disp_on) {
+        /* Posted with the process's first partitioned receive: a program
+         * without any keeps no wildcard receive; headers sent earlier wait
+         * in the host meanwhile. */
+        disp_on = 1;
+        hl();
+        disp_start();
+        hu();
+    }
     hdr_msg *prev = NULL;
     for (hdr_msg *m = unexp_head; m; prev = m, m = m->next)
         if (hdr_matches(p, m->h[1], m->src, m->h[2])) {
