@@ -1,7 +1,10 @@
 /* Communicator constructors and destructors: the side table (src/vci/comm.c)
  * learns of a communicator inside the user's own collective call, and its
- * duplicates are made and freed there too (design brief rule 4). With a
- * serialized host, these host calls take the host lock like every other. */
+ * duplicates (non-default maps only) are made and freed there too (design
+ * brief rule 4); the partitioned layer agrees on the communicator's id
+ * there with one collective over the new communicator, and makes no
+ * duplicates. With a serialized host, these host calls take the host lock
+ * like every other. */
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
 #include "partitioned/part.h"
@@ -17,7 +20,7 @@ static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info)
     return r == MPI_SUCCESS ? rc : msh_comm_error(parent != MPI_COMM_NULL ? parent : MPI_COMM_WORLD, r);
 }
 
-/* Without the runtime: only the partitioned layer's duplicates. */
+/* Without the runtime: only the partitioned layer's id. */
 static int part_registered(int rc, MPI_Comm newcomm)
 {
     if (rc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
@@ -202,7 +205,7 @@ MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
 }
 
 /* Topology constructors: the same bookkeeping as the others, so that their
- * communicators get duplicates (VCIs, partitioned channels) too. */
+ * communicators get duplicates (VCIs) and a partitioned id too. */
 #define MSH_CTOR(call, out, info)                                   \
     do {                                                            \
         if (!msh_on()) {                                            \

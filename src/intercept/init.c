@@ -88,7 +88,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
         atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
     atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
                           memory_order_release);
-    msh_part_init(); /* collective: the private duplicates of the predefined communicators */
+    msh_part_init(); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
 
     if (msh_cfg.verbose && msh_rt.world_rank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];

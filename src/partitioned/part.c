@@ -1,8 +1,9 @@
-/* Partitioned channels: private duplicates, init, Start, Pready/Parrived,
+/* Partitioned channels: communicator ids, the header dispatcher, init, Start, Pready/Parrived,
  * progress and teardown (see part.h). */
 #include "partitioned/part.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,67 +41,107 @@ static inline void hu(void)
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static msh_request **watch;
 static int nwatch, capwatch;
+static int nbg; /* watched channels freed by the user (bg); under watch_lock */
 
-/* ------------------------------------------------------------ private duplicates */
+/* ------------------------------------------------------------ communicator ids */
+
+/* All partitioned traffic goes over two duplicates of MPI_COMM_WORLD made
+ * at init (single-threaded): hdrc carries one header per channel, datac the
+ * channels' internal messages; peers are addressed by world rank. A user
+ * communicator is known by an id its members agree on inside the user's
+ * constructor with one plain collective over the new communicator (only
+ * the constructing thread knows it, so nothing can interleave with it):
+ * its leader's world rank and a number that leader has never handed out
+ * before, so ids never repeat in the job. No hidden constructor runs
+ * inside a user's constructor. */
+enum { CID_WORLD = 0, CID_SELF = 1 };
 
 typedef struct pcomm {
-    MPI_Comm user, hdr, data;
+    MPI_Comm user;
+    long long id;
 } pcomm;
 
 static pthread_mutex_t pc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pcomm *pcs;
 static int npcs, cappcs;
 static int layer; /* 1: the shim's layer serves partitioned calls */
+static MPI_Comm hdrc = MPI_COMM_NULL, datac = MPI_COMM_NULL;
+static MPI_Group world_group = MPI_GROUP_NULL;
+static int world_rank;
+static _Atomic unsigned next_cseq;
 
 int msh_part_layer_on(void) { return layer; }
 
-int msh_part_comm_add(MPI_Comm c)
+static long long fresh_cid(void)
 {
-    if (!layer || c == MPI_COMM_NULL)
-        return MPI_SUCCESS;
-    pcomm e = { c, MPI_COMM_NULL, MPI_COMM_NULL };
-    hl();
-    int rc = PMPI_Comm_dup(c, &e.hdr);
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Comm_dup(c, &e.data);
-        if (rc != MPI_SUCCESS)
-            PMPI_Comm_free(&e.hdr);
-    }
-    if (rc == MPI_SUCCESS) {
-        /* Internal errors come back as codes, reported on the user's comm. */
-        PMPI_Comm_set_errhandler(e.hdr, MPI_ERRORS_RETURN);
-        PMPI_Comm_set_errhandler(e.data, MPI_ERRORS_RETURN);
-    }
-    hu();
+    unsigned s = atomic_fetch_add_explicit(&next_cseq, 1, memory_order_relaxed);
+    return ((long long)(world_rank + 1) << 32) | (long long)s;
+}
+
+/* Collective over c, inside its constructor: the members agree on an id. */
+static int agree_cid(MPI_Comm c, long long *id)
+{
+    int inter = 0, r = 0, rc;
+    rc = PMPI_Comm_test_inter(c, &inter);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Comm_rank(c, &r);
     if (rc != MPI_SUCCESS)
         return rc;
+    long long mine = r == 0 ? fresh_cid() : -1;
+    if (!inter) {
+        *id = mine;
+        return PMPI_Bcast(id, 1, MPI_LONG_LONG, 0, c);
+    }
+    /* An intercommunicator's allreduce gives each group the other group's
+     * result: the first brings the remote leader's id, the second (each
+     * side passing on what it got) its own leader's. Both sides then hold
+     * the same two ids and take the smaller. */
+    long long remote = -1, own = -1;
+    rc = PMPI_Allreduce(&mine, &remote, 1, MPI_LONG_LONG, MPI_MAX, c);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Allreduce(&remote, &own, 1, MPI_LONG_LONG, MPI_MAX, c);
+    *id = own < remote ? own : remote;
+    return rc;
+}
+
+static int pcomm_put(MPI_Comm c, long long id)
+{
     pthread_mutex_lock(&pc_lock);
     if (npcs == cappcs) {
         int ncap = cappcs ? 2 * cappcs : 16;
         pcomm *n = realloc(pcs, sizeof *n * (size_t)ncap);
         if (!n) {
             pthread_mutex_unlock(&pc_lock);
-            hl();
-            PMPI_Comm_free(&e.hdr);
-            PMPI_Comm_free(&e.data);
-            hu();
             return MPI_ERR_NO_MEM;
         }
         pcs = n;
         cappcs = ncap;
     }
-    pcs[npcs++] = e;
+    pcs[npcs].user = c;
+    pcs[npcs].id = id;
+    npcs++;
     pthread_mutex_unlock(&pc_lock);
     return MPI_SUCCESS;
 }
 
-static int pcomm_find(MPI_Comm c, pcomm *out)
+int msh_part_comm_add(MPI_Comm c)
+{
+    if (!layer || c == MPI_COMM_NULL)
+        return MPI_SUCCESS;
+    long long id = -1;
+    hl();
+    int rc = agree_cid(c, &id);
+    hu();
+    return rc == MPI_SUCCESS ? pcomm_put(c, id) : rc;
+}
+
+static int pcomm_find(MPI_Comm c, long long *id)
 {
     int found = 0;
     pthread_mutex_lock(&pc_lock);
     for (int i = npcs - 1; i >= 0; i--)
         if (pcs[i].user == c) {
-            *out = pcs[i];
+            *id = pcs[i].id;
             found = 1;
             break;
         }
@@ -110,26 +151,20 @@ static int pcomm_find(MPI_Comm c, pcomm *out)
 
 void msh_part_comm_del(MPI_Comm c)
 {
-    pcomm e;
-    int found = 0;
+    /* Channels keep their id and world ranks: nothing else to undo, also
+     * for channels still alive on c. */
     pthread_mutex_lock(&pc_lock);
     for (int i = npcs - 1; i >= 0; i--)
         if (pcs[i].user == c) {
-            e = pcs[i];
             pcs[i] = pcs[--npcs];
-            found = 1;
             break;
         }
     pthread_mutex_unlock(&pc_lock);
-    if (found) {
-        hl();
-        PMPI_Comm_free(&e.hdr);
-        PMPI_Comm_free(&e.data);
-        hu();
-    }
 }
 
 static int tag_ub = 32767;
+
+static void disp_stop(void);
 
 void msh_part_init(void)
 {
@@ -149,16 +184,51 @@ void msh_part_init(void)
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
     if (flag && v)
         tag_ub = *(int *)v;
-    msh_part_comm_add(MPI_COMM_WORLD);
-    msh_part_comm_add(MPI_COMM_SELF);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
+    if (PMPI_Comm_dup(MPI_COMM_WORLD, &hdrc) != MPI_SUCCESS || PMPI_Comm_dup(MPI_COMM_WORLD, &datac) != MPI_SUCCESS) {
+        msh_log("partitioned layer: cannot duplicate MPI_COMM_WORLD; partitioned calls will fail");
+        return;
+    }
+    /* Internal errors come back as codes, reported on the user's comm. */
+    PMPI_Comm_set_errhandler(hdrc, MPI_ERRORS_RETURN);
+    PMPI_Comm_set_errhandler(datac, MPI_ERRORS_RETURN);
+    pcomm_put(MPI_COMM_WORLD, CID_WORLD);
+    pcomm_put(MPI_COMM_SELF, CID_SELF);
+}
+
+/* Finalize: give channels freed while active a bounded time to finish
+ * (their peers are finalizing too), then report what is left. */
+static void bg_drain(void)
+{
+    double t0 = PMPI_Wtime();
+    for (;;) {
+        pthread_mutex_lock(&watch_lock);
+        int left = nbg;
+        pthread_mutex_unlock(&watch_lock);
+        if (left == 0)
+            return;
+        if (PMPI_Wtime() - t0 > 10.0) {
+            msh_log("finalize: %d partitioned request(s) freed while active never completed", left);
+            return;
+        }
+        msh_part_sweep();
+        sched_yield();
+    }
 }
 
 void msh_part_fini(void)
 {
-    /* The duplicates of MPI_COMM_WORLD and MPI_COMM_SELF; those of
-     * communicators the program never freed go with MPI_Finalize. */
-    msh_part_comm_del(MPI_COMM_SELF);
-    msh_part_comm_del(MPI_COMM_WORLD);
+    if (!layer)
+        return;
+    bg_drain();
+    disp_stop();
+    if (datac != MPI_COMM_NULL)
+        PMPI_Comm_free(&datac);
+    if (hdrc != MPI_COMM_NULL)
+        PMPI_Comm_free(&hdrc);
+    if (world_group != MPI_GROUP_NULL)
+        PMPI_Group_free(&world_group);
     pthread_mutex_lock(&pc_lock);
     free(pcs);
     pcs = NULL;
@@ -174,10 +244,12 @@ void msh_part_fini(void)
 
 /* ------------------------------------------------------------ channels */
 
-enum { HDR_MAGIC = 0x50415254, HDR_N = 6 };
+/* Header: magic, communicator id, user tag, sender partitions, partitions
+ * per message, messages, total bytes, first data tag. */
+enum { HDR_MAGIC = 0x50415254, HDR_N = 8 };
 
 typedef struct part_msg {
-    MPI_Request host;     /* persistent host request on the data duplicate */
+    MPI_Request host;     /* persistent host request on datac */
     int nparts;           /* sender: user partitions in this message */
     _Atomic int ready;    /* sender: partitions readied this round */
     _Atomic int started;  /* PMPI_Start returned this round */
@@ -193,9 +265,10 @@ typedef struct msh_part {
     MPI_Count tsize;      /* packed bytes of one element */
     MPI_Aint extent;
     int contig;           /* elements densely packed: byte offsets address the buffer */
-    int peer, tag;
+    int peer, tag;        /* as the user gave them */
+    int wpeer;            /* peer's rank in MPI_COMM_WORLD (or MPI_PROC_NULL) */
+    long long cid;        /* the user communicator's id */
     MPI_Comm comm;        /* the user's, for errors */
-    MPI_Comm data;
     /* The plan, from the sender's header. */
     int group;            /* sender partitions per message */
     int nmsg;
@@ -203,23 +276,215 @@ typedef struct msh_part {
     MPI_Count total;      /* bytes the sender sends */
     int tag_base;
     part_msg *msg;
-    long long *hdr;       /* header buffer (leaked if the header is never delivered) */
-    MPI_Request hdr_req;
+    long long *hdr;       /* sender: header buffer (leaked if never delivered) */
+    MPI_Request hdr_req;  /* sender: the header's send */
+    long long rhdr[HDR_N]; /* receiver: the header, filled by the dispatcher */
+    _Atomic int hdr_in;   /* receiver: rhdr filled (release by the dispatcher) */
+    struct msh_part *pnext; /* receiver: posted list, under disp_lock */
+    int posted;           /* on the posted list; under disp_lock */
     _Atomic int setup;    /* receiver: header seen, receives created */
-    int watched;          /* in the setup watch list; under watch_lock */
+    int watched;          /* in the watch list; under watch_lock */
+    int bg;               /* freed by the user while active: released when done */
     _Atomic unsigned char *readied; /* sender: per partition, this round */
+    /* Receiver whose elements the sender's messages split (a type that is
+     * not contiguous): messages land in a packed staging copy, and each
+     * receive partition is unpacked into the buffer once all its bytes are
+     * in. Parrived then reports unpacked partitions. */
+    char *stage;
+    _Atomic unsigned char *unpacked; /* per receive partition, this round */
     int nleft;            /* messages not done this round; under lock */
     int err;              /* first error of the round; under lock */
     MPI_Count received;   /* bytes received this round; under lock */
     pthread_mutex_t lock; /* setup and host tests of the messages */
 } msh_part;
 
+/* ------------------------------------------------------------ header dispatcher */
+
+/* One wildcard receive on hdrc stays posted; whoever polls matches what
+ * it brings against receive channels in Precv_init order (the posted
+ * list) or keeps it (the unexpected list), by (communicator id, world
+ * source, user tag). MPI orders headers from one source on hdrc, so
+ * channels match in init order per (source, communicator, tag), as MPI's
+ * non-overtaking rule asks. The dispatcher never takes a channel's lock:
+ * it fills rhdr and sets hdr_in, and the channel sets itself up. */
+typedef struct hdr_msg {
+    struct hdr_msg *next;
+    int src;
+    long long h[HDR_N];
+} hdr_msg;
+
+static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
+static long long disp_buf[HDR_N];
+static MPI_Request disp_req = MPI_REQUEST_NULL;
+static int disp_on; /* the wildcard receive was posted once; under disp_lock */
+static msh_part *posted_head, *posted_tail;
+static hdr_msg *unexp_head, *unexp_tail;
+
+static int hdr_matches(const msh_part *p, long long cid, int src, long long tag)
+{
+    return p->cid == cid && p->wpeer == src && (long long)p->tag == tag;
+}
+
+static void disp_start(void)
+{
+    if (PMPI_Irecv(disp_buf, HDR_N, MPI_LONG_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, hdrc, &disp_req) != MPI_SUCCESS) {
+        disp_req = MPI_REQUEST_NULL;
+        msh_log("partitioned layer: cannot post the header receive; partitioned receives will not complete");
+    }
+}
+
+static void disp_stop(void)
+{
+    pthread_mutex_lock(&disp_lock);
+    if (disp_req != MPI_REQUEST_NULL) {
+        PMPI_Cancel(&disp_req);
+        PMPI_Wait(&disp_req, MPI_STATUS_IGNORE);
+    }
+    while (unexp_head) {
+        hdr_msg *m = unexp_head;
+        unexp_head = m->next;
+        free(m);
+    }
+    unexp_tail = NULL;
+    posted_head = posted_tail = NULL;
+    disp_on = 0;
+    pthread_mutex_unlock(&disp_lock);
+}
+
+/* Under disp_lock: hand a header to the first posted channel it matches,
+ * else keep it. */
+static void disp_deliver(int src, const long long *h)
+{
+    msh_part *prev = NULL;
+    for (msh_part *p = posted_head; p; prev = p, p = p->pnext)
+        if (hdr_matches(p, h[1], src, h[2])) {
+            if (prev)
+                prev->pnext = p->pnext;
+            else
+                posted_head = p->pnext;
+            if (posted_tail == p)
+                posted_tail = prev;
+            p->pnext = NULL;
+            p->posted = 0;
+            memcpy(p->rhdr, h, sizeof p->rhdr);
+            atomic_store_explicit(&p->hdr_in, 1, memory_order_release);
+            return;
+        }
+    hdr_msg *m = malloc(sizeof *m);
+    if (!m) {
+        msh_log("partitioned layer: out of memory keeping a header; a partitioned receive will not complete");
+        return;
+    }
+    m->next = NULL;
+    m->src = src;
+    memcpy(m->h, h, sizeof m->h);
+    if (unexp_tail)
+        unexp_tail->next = m;
+    else
+        unexp_head = m;
+    unexp_tail = m;
+}
+
+/* Drain the headers that have arrived; never blocks (skips when another
+ * thread is at it). */
+static void disp_poll(void)
+{
+    if (pthread_mutex_trylock(&disp_lock) != 0)
+        return;
+    while (disp_req != MPI_REQUEST_NULL) {
+        int f = 0;
+        MPI_Status st;
+        hl();
+        int rc = PMPI_Test(&disp_req, &f, &st);
+        hu();
+        if (rc != MPI_SUCCESS) {
+            msh_log("partitioned layer: header receive failed (error %d)", rc);
+            disp_req = MPI_REQUEST_NULL;
+            break;
+        }
+        if (!f)
+            break;
+        if (disp_buf[0] == HDR_MAGIC)
+            disp_deliver(st.MPI_SOURCE, disp_buf);
+        hl();
+        disp_start();
+        hu();
+    }
+    pthread_mutex_unlock(&disp_lock);
+}
+
+/* Receiver init: take the oldest matching header already here, or queue. */
+static void disp_post(msh_part *p)
+{
+    pthread_mutex_lock(&disp_lock);
+    if (!disp_on) {
+        /* Posted with the process's first partitioned receive: a program
+         * without any keeps no wildcard receive; headers sent earlier wait
+         * in the host meanwhile. */
+        disp_on = 1;
+        hl();
+        disp_start();
+        hu();
+    }
+    hdr_msg *prev = NULL;
+    for (hdr_msg *m = unexp_head; m; prev = m, m = m->next)
+        if (hdr_matches(p, m->h[1], m->src, m->h[2])) {
+            if (prev)
+                prev->next = m->next;
+            else
+                unexp_head = m->next;
+            if (unexp_tail == m)
+                unexp_tail = prev;
+            memcpy(p->rhdr, m->h, sizeof p->rhdr);
+            free(m);
+            atomic_store_explicit(&p->hdr_in, 1, memory_order_release);
+            pthread_mutex_unlock(&disp_lock);
+            return;
+        }
+    p->pnext = NULL;
+    p->posted = 1;
+    if (posted_tail)
+        posted_tail->pnext = p;
+    else
+        posted_head = p;
+    posted_tail = p;
+    pthread_mutex_unlock(&disp_lock);
+}
+
+/* Receiver free: off the posted list if still on it. */
+static void disp_unpost(msh_part *p)
+{
+    pthread_mutex_lock(&disp_lock);
+    if (p->posted) {
+        msh_part *prev = NULL;
+        for (msh_part *q = posted_head; q; prev = q, q = q->pnext)
+            if (q == p) {
+                if (prev)
+                    prev->pnext = q->pnext;
+                else
+                    posted_head = q->pnext;
+                if (posted_tail == q)
+                    posted_tail = prev;
+                break;
+            }
+        p->posted = 0;
+    }
+    pthread_mutex_unlock(&disp_lock);
+}
+
 static _Atomic unsigned next_tag;
 
-/* Under p->lock: a started receive without its header. */
-static void watch_add(msh_request *r, msh_part *p)
+static void part_release(msh_request *r);
+
+/* A started receive without its header (under p->lock), or an active
+ * channel the user freed (bg = 1: released by the sweep once done). */
+static void watch_add(msh_request *r, msh_part *p, int bg)
 {
     pthread_mutex_lock(&watch_lock);
+    if (bg && !p->bg) {
+        p->bg = 1;
+        nbg++;
+    }
     if (!p->watched) {
         if (nwatch == capwatch) {
             int ncap = capwatch ? 2 * capwatch : 16;
@@ -262,14 +527,21 @@ int msh_part_sweep(void)
 {
     if (pthread_mutex_trylock(&watch_lock) != 0)
         return 0; /* another thread is sweeping */
+    disp_poll();
     int n = 0;
     for (int i = 0; i < nwatch;) {
         msh_request *r = watch[i];
         msh_part *p = r->ext;
         msh_part_progress(r, 0);
-        /* Set up, or finished with an error: no longer ours to watch. */
-        if (atomic_load_explicit(&p->setup, memory_order_acquire) ||
-            atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING) {
+        int pending = atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING;
+        if (p->bg && !pending) {
+            /* Freed by the user and now done: nobody else holds it. */
+            watch_drop_locked(i);
+            nbg--;
+            part_release(r);
+            n++;
+        } else if (!p->bg && (atomic_load_explicit(&p->setup, memory_order_acquire) || !pending)) {
+            /* Set up, or finished with an error: no longer ours to watch. */
             watch_drop_locked(i);
             n++;
         } else {
@@ -289,8 +561,8 @@ static int create_send(msh_part *p, int m)
     MPI_Count n = p->count * g->nparts;
     if (n > INT32_MAX)
         return MPI_ERR_COUNT;
-    return PMPI_Send_init(p->buf + (MPI_Aint)first * p->count * p->extent, (int)n, p->dtype, p->peer,
-                          p->tag_base + m, p->data, &g->host);
+    return PMPI_Send_init(p->buf + (MPI_Aint)first * p->count * p->extent, (int)n, p->dtype, p->wpeer,
+                          p->tag_base + m, datac, &g->host);
 }
 
 /* Receiver: message m by byte ranges of the sender's plan. Data beyond the
@@ -301,19 +573,18 @@ static int create_recv(msh_part *p, int m)
     MPI_Count off = (MPI_Count)m * p->msg_bytes;
     MPI_Count len = m == p->nmsg - 1 ? p->total - off : p->msg_bytes;
     MPI_Count fit = off >= cap ? 0 : (cap - off < len ? cap - off : len);
-    if (p->contig || p->tsize == 0) {
+    if (p->contig || p->tsize == 0 || p->stage) {
+        char *base = p->stage ? p->stage : p->buf;
         if (fit > INT32_MAX)
             return MPI_ERR_COUNT;
-        return PMPI_Recv_init(p->buf + (fit ? off : 0), (int)fit, MPI_BYTE, p->peer, p->tag_base + m, p->data,
+        return PMPI_Recv_init(base + (fit ? off : 0), (int)fit, MPI_BYTE, p->wpeer, p->tag_base + m, datac,
                               &p->msg[m].host);
     }
-    if (off % p->tsize || fit % p->tsize)
-        return MPI_ERR_TYPE; /* a message would split an element of this type */
-    MPI_Count n = fit / p->tsize;
+    MPI_Count n = fit / p->tsize; /* whole elements: create_recvs staged otherwise */
     if (n > INT32_MAX)
         return MPI_ERR_COUNT;
-    return PMPI_Recv_init(p->buf + (MPI_Aint)(off / p->tsize) * p->extent, (int)n, p->dtype, p->peer,
-                          p->tag_base + m, p->data, &p->msg[m].host);
+    return PMPI_Recv_init(p->buf + (MPI_Aint)(off / p->tsize) * p->extent, (int)n, p->dtype, p->wpeer,
+                          p->tag_base + m, datac, &p->msg[m].host);
 }
 
 static int create_msgs(msh_part *p)
@@ -341,26 +612,78 @@ static int remake_freed_msgs(msh_part *p)
 }
 
 /* Receiver, under p->lock: the header has arrived; plan the receives. */
-static int create_recvs(msh_part *p, const MPI_Status *hst)
+static int create_recvs(msh_part *p)
 {
-    if (p->peer == MPI_PROC_NULL || hst->MPI_SOURCE == MPI_PROC_NULL) {
-        p->nmsg = 0;
-        return MPI_SUCCESS;
-    }
-    long long *h = p->hdr;
-    if (h[0] != HDR_MAGIC || h[3] < 0 || h[4] < 0)
+    const long long *h = p->rhdr;
+    if (h[0] != HDR_MAGIC || h[5] < 0 || h[6] < 0 || h[4] <= 0)
         return MPI_ERR_INTERN;
-    p->group = (int)h[2];
-    p->nmsg = (int)h[3];
-    p->total = h[4];
-    p->tag_base = (int)h[5];
+    p->group = (int)h[4];
+    p->nmsg = (int)h[5];
+    p->total = h[6];
+    p->tag_base = (int)h[7];
     p->msg_bytes = p->nmsg ? (p->total + p->nmsg - 1) / p->nmsg : 0;
-    if (p->nmsg > 0 && h[1] > 0) /* messages hold whole sender partitions */
-        p->msg_bytes = (p->total / h[1]) * p->group;
+    if (p->nmsg > 0 && h[3] > 0) /* messages hold whole sender partitions */
+        p->msg_bytes = (p->total / h[3]) * p->group;
     p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
     if (!p->msg)
         return MPI_ERR_NO_MEM;
+    MPI_Count cap = (MPI_Count)p->partitions * p->count * p->tsize;
+    if (!p->contig && p->tsize > 0 && p->nmsg > 0 && cap > 0 &&
+        (p->msg_bytes % p->tsize || p->total % p->tsize)) {
+        p->stage = malloc((size_t)cap);
+        p->unpacked = calloc((size_t)p->partitions, 1);
+        if (!p->stage || !p->unpacked)
+            return MPI_ERR_NO_MEM;
+    }
     return create_msgs(p);
+}
+
+/* Staged receiver, under p->lock and the host lock: receive partition i's
+ * bytes [lo, hi) of the message stream, and the messages covering them. */
+static void part_range(const msh_part *p, int i, MPI_Count *lo, MPI_Count *hi, int *m0, int *m1)
+{
+    MPI_Count rpb = p->count * p->tsize;
+    *lo = (MPI_Count)i * rpb;
+    *hi = *lo + rpb < p->total ? *lo + rpb : p->total;
+    *m0 = 0;
+    *m1 = p->nmsg - 1;
+    if (*lo < *hi && p->msg_bytes > 0) {
+        *m0 = (int)(*lo / p->msg_bytes);
+        *m1 = (int)((*hi - 1) / p->msg_bytes);
+        if (*m1 >= p->nmsg)
+            *m1 = p->nmsg - 1;
+    }
+}
+
+/* Message m is done: unpack every receive partition it completes. */
+static void unpack_after(msh_part *p, int m)
+{
+    MPI_Count rpb = p->count * p->tsize;
+    MPI_Count off = (MPI_Count)m * p->msg_bytes;
+    MPI_Count end = m == p->nmsg - 1 ? p->total : off + p->msg_bytes;
+    if (rpb == 0 || off >= end)
+        return;
+    int i0 = (int)(off / rpb), i1 = (int)((end - 1) / rpb);
+    if (i1 >= p->partitions)
+        i1 = p->partitions - 1;
+    for (int i = i0; i <= i1; i++) {
+        MPI_Count lo, hi;
+        int m0, m1, all = 1;
+        part_range(p, i, &lo, &hi, &m0, &m1);
+        if (lo >= hi || atomic_load_explicit(&p->unpacked[i], memory_order_relaxed))
+            continue;
+        for (int k = m0; k <= m1 && all; k++)
+            all = atomic_load_explicit(&p->msg[k].done, memory_order_relaxed);
+        if (!all)
+            continue;
+        int pos = 0, rc = PMPI_Unpack(p->stage + lo, (int)(hi - lo), &pos,
+                                      p->buf + (MPI_Aint)i * p->count * p->extent, (int)((hi - lo) / p->tsize),
+                                      p->dtype, datac);
+        if (rc != MPI_SUCCESS && p->err == MPI_SUCCESS)
+            p->err = rc;
+        /* release: the partition's data is in the user's buffer */
+        atomic_store_explicit(&p->unpacked[i], 1, memory_order_release);
+    }
 }
 
 static void start_msgs(msh_part *p)
@@ -399,21 +722,14 @@ static void progress_locked(msh_request *r, msh_part *p)
         return;
     hl();
     if (!p->send && !atomic_load_explicit(&p->setup, memory_order_relaxed)) {
-        int f = 0;
-        MPI_Status hst;
-        int rc = PMPI_Test(&p->hdr_req, &f, &hst);
-        if (rc != MPI_SUCCESS) {
-            p->err = rc;
-            p->nleft = 0;
+        if (!atomic_load_explicit(&p->hdr_in, memory_order_acquire)) {
             hu();
-            finish_round(r, p);
-            return;
+            disp_poll();
+            if (!atomic_load_explicit(&p->hdr_in, memory_order_acquire))
+                return;
+            hl();
         }
-        if (!f) {
-            hu();
-            return;
-        }
-        rc = create_recvs(p, &hst);
+        int rc = create_recvs(p);
         atomic_store_explicit(&p->setup, 1, memory_order_release);
         p->nleft = p->nmsg;
         if (rc != MPI_SUCCESS) {
@@ -443,6 +759,8 @@ static void progress_locked(msh_request *r, msh_part *p)
         }
         atomic_store_explicit(&g->done, 1, memory_order_release);
         p->nleft--;
+        if (p->stage)
+            unpack_after(p, m);
     }
     hu();
     if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
@@ -487,6 +805,29 @@ static MPI_Count min_bytes_of(MPI_Info info)
     return v;
 }
 
+/* A peer's rank in MPI_COMM_WORLD (the remote group's for an
+ * intercommunicator); local calls only. */
+static int world_rank_of(MPI_Comm comm, int peer, int *wr)
+{
+    int inter = 0;
+    MPI_Group g = MPI_GROUP_NULL;
+    hl();
+    int rc = PMPI_Comm_test_inter(comm, &inter);
+    if (rc == MPI_SUCCESS)
+        rc = inter ? PMPI_Comm_remote_group(comm, &g) : PMPI_Comm_group(comm, &g);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Group_translate_ranks(g, 1, &peer, world_group, wr);
+    if (g != MPI_GROUP_NULL)
+        PMPI_Group_free(&g);
+    hu();
+    if (rc == MPI_SUCCESS && *wr == MPI_UNDEFINED) {
+        msh_log("partitioned init: rank %d of this communicator is not in MPI_COMM_WORLD (dynamic processes are not supported)",
+                peer);
+        rc = MPI_ERR_COMM;
+    }
+    return rc;
+}
+
 static void part_destroy(msh_part *p)
 {
     if (p->msg) {
@@ -498,6 +839,8 @@ static void part_destroy(msh_part *p)
     }
     free(p->msg);
     free((void *)p->readied);
+    free(p->stage);
+    free((void *)p->unpacked);
     if (p->dtype != MPI_DATATYPE_NULL)
         PMPI_Type_free(&p->dtype);
     pthread_mutex_destroy(&p->lock);
@@ -507,21 +850,56 @@ static void part_destroy(msh_part *p)
 int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int peer, int tag,
                       MPI_Comm comm, MPI_Info info, MPI_Request *handle)
 {
+    /* MPI 4.0 sec. 4.2.2: at least one partition; the rest as for
+     * point-to-point (no wildcards: a partitioned receive names its peer). */
     if (comm == MPI_COMM_NULL)
         return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_COMM);
-    if (partitions < 0 || count < 0)
-        return msh_comm_error(comm, partitions < 0 ? MPI_ERR_ARG : MPI_ERR_COUNT);
-    if (!send && peer == MPI_ANY_SOURCE)
-        return msh_comm_error(comm, MPI_ERR_RANK);
-    if (!send && tag == MPI_ANY_TAG)
-        return msh_comm_error(comm, MPI_ERR_TAG);
+    if (partitions < 1)
+        return msh_comm_error(comm, MPI_ERR_ARG);
+    if (count < 0)
+        return msh_comm_error(comm, MPI_ERR_COUNT);
     if (tag < 0 || tag > tag_ub)
         return msh_comm_error(comm, MPI_ERR_TAG);
-    pcomm pc;
-    if (!pcomm_find(comm, &pc)) {
+    if (dtype == MPI_DATATYPE_NULL)
+        return msh_comm_error(comm, MPI_ERR_TYPE);
+    if (datac == MPI_COMM_NULL)
+        return msh_comm_error(comm, MPI_ERR_INTERN); /* init could not make the channel */
+    {
+        /* Committed? Neither host says so directly; a persistent request to
+         * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
+        MPI_Request probe = MPI_REQUEST_NULL;
+        int nk = 0;
+        hl();
+        int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, datac, &probe);
+        if (trc == MPI_SUCCESS)
+            PMPI_Request_free(&probe);
+        int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
+        hu();
+        if (trc != MPI_SUCCESS)
+            return msh_comm_error(comm, MPI_ERR_TYPE);
+        if (irc != MPI_SUCCESS)
+            return msh_comm_error(comm, MPI_ERR_INFO);
+    }
+    long long cid = -1;
+    if (!pcomm_find(comm, &cid)) {
         msh_log("partitioned init on a communicator the shim did not see created (MPI_Comm_idup?); "
                 "create it with a blocking constructor");
         return msh_comm_error(comm, MPI_ERR_COMM);
+    }
+    int wpeer = MPI_PROC_NULL, inter = 0, psize = 0;
+    hl();
+    int crc = PMPI_Comm_test_inter(comm, &inter);
+    if (crc == MPI_SUCCESS)
+        crc = inter ? PMPI_Comm_remote_size(comm, &psize) : PMPI_Comm_size(comm, &psize);
+    hu();
+    if (crc != MPI_SUCCESS)
+        return msh_comm_error(comm, MPI_ERR_COMM);
+    if (peer != MPI_PROC_NULL && (peer < 0 || peer >= psize))
+        return msh_comm_error(comm, MPI_ERR_RANK);
+    if (peer != MPI_PROC_NULL) {
+        int wrc = world_rank_of(comm, peer, &wpeer);
+        if (wrc != MPI_SUCCESS)
+            return msh_comm_error(comm, wrc);
     }
     msh_part *p = calloc(1, sizeof *p);
     long long *hdr = calloc(HDR_N, sizeof *hdr);
@@ -536,9 +914,10 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
     p->partitions = partitions;
     p->count = count;
     p->peer = peer;
+    p->wpeer = wpeer;
+    p->cid = cid;
     p->tag = tag;
     p->comm = comm;
-    p->data = pc.data;
     p->hdr = hdr;
     p->hdr_req = MPI_REQUEST_NULL;
     p->dtype = MPI_DATATYPE_NULL;
@@ -577,17 +956,22 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
             rc = create_msgs(p);
         if (rc == MPI_SUCCESS) {
             hdr[0] = HDR_MAGIC;
-            hdr[1] = partitions;
-            hdr[2] = p->group;
-            hdr[3] = p->nmsg;
-            hdr[4] = p->total;
-            hdr[5] = p->tag_base;
-            rc = PMPI_Isend(hdr, HDR_N, MPI_LONG_LONG, peer, tag, pc.hdr, &p->hdr_req);
+            hdr[1] = cid;
+            hdr[2] = tag;
+            hdr[3] = partitions;
+            hdr[4] = p->group;
+            hdr[5] = p->nmsg;
+            hdr[6] = p->total;
+            hdr[7] = p->tag_base;
+            rc = PMPI_Isend(hdr, HDR_N, MPI_LONG_LONG, wpeer, 0, hdrc, &p->hdr_req);
         }
-    } else if (rc == MPI_SUCCESS) {
-        rc = PMPI_Irecv(hdr, HDR_N, MPI_LONG_LONG, peer, tag, pc.hdr, &p->hdr_req);
     }
     hu();
+    if (rc == MPI_SUCCESS && !send && wpeer == MPI_PROC_NULL) {
+        /* Nothing will come: set up at once, with no messages. */
+        p->nmsg = 0;
+        atomic_store_explicit(&p->setup, 1, memory_order_release);
+    }
     if (rc == MPI_SUCCESS && msh_req_arena_init() != 0)
         rc = MPI_ERR_NO_MEM;
     msh_request *r = NULL;
@@ -597,6 +981,8 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
         if (!r)
             rc = MPI_ERR_NO_MEM;
     }
+    if (rc == MPI_SUCCESS && !send && wpeer != MPI_PROC_NULL)
+        disp_post(p); /* last: from here the dispatcher may fill it */
     if (rc != MPI_SUCCESS) {
         if (p->hdr_req != MPI_REQUEST_NULL) {
             hl();
@@ -640,6 +1026,9 @@ int msh_part_start(msh_request *r)
     if (p->send)
         for (int i = 0; i < p->partitions; i++)
             atomic_store_explicit(&p->readied[i], 0, memory_order_relaxed);
+    if (p->unpacked)
+        for (int i = 0; i < p->partitions; i++)
+            atomic_store_explicit(&p->unpacked[i], 0, memory_order_relaxed);
     p->nleft = p->nmsg;
     if (p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) {
         hl();
@@ -656,9 +1045,13 @@ int msh_part_start(msh_request *r)
         start_msgs(p);
         hu();
     } else if (!p->send) {
-        watch_add(r, p);
+        watch_add(r, p, 0);
+        /* The header may be in already: set up now, so the data receives
+         * are posted before the sender's data arrives. */
+        progress_locked(r, p);
     }
-    if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
+    if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0 &&
+        atomic_load_explicit(&r->state, memory_order_relaxed) == MSH_REQ_PENDING)
         finish_round(r, p);
     pthread_mutex_unlock(&p->lock);
     return MPI_SUCCESS;
@@ -686,27 +1079,22 @@ void msh_part_empty_status(MPI_Status *st)
     PMPI_Status_set_cancelled(st, 0);
 }
 
-int msh_part_free(msh_request *r, MPI_Request *handle)
+/* Release a channel that is not active (or finished) and its request.
+ * Takes no watch_lock: the sweep calls it. */
+static void part_release(msh_request *r)
 {
     msh_part *p = r->ext;
-    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
-        return msh_comm_error(p->comm, MPI_ERR_REQUEST); /* active: free it after completion */
     if (!p->send)
-        watch_remove(r); /* finished with an error before any sweep saw it */
+        disp_unpost(p);
     hl();
     if (p->hdr_req != MPI_REQUEST_NULL) {
         int f = 0;
-        if (!p->send) {
-            PMPI_Cancel(&p->hdr_req);
-            PMPI_Wait(&p->hdr_req, MPI_STATUS_IGNORE);
+        if (PMPI_Test(&p->hdr_req, &f, MPI_STATUS_IGNORE) == MPI_SUCCESS && f)
             free(p->hdr);
-        } else if (PMPI_Test(&p->hdr_req, &f, MPI_STATUS_IGNORE) == MPI_SUCCESS && f) {
-            free(p->hdr);
-        } else {
-            /* The receiver has not matched the header yet: the send goes on
-             * by itself and its 48-byte buffer must outlive it. */
+        else
+            /* The receiver has not taken the header yet: the send goes on
+             * by itself and its buffer must outlive it. */
             PMPI_Request_free(&p->hdr_req);
-        }
     } else {
         free(p->hdr);
     }
@@ -717,23 +1105,47 @@ int msh_part_free(msh_request *r, MPI_Request *handle)
     atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
     msh_req_pool_give(r, 1);
     atomic_fetch_sub_explicit(&msh_part_nlive, 1, memory_order_relaxed);
+}
+
+/* Sender: every partition of this round readied (the round can finish
+ * without the user). */
+static int all_ready(msh_part *p)
+{
+    for (int m = 0; m < p->nmsg; m++)
+        if (atomic_load_explicit(&p->msg[m].ready, memory_order_acquire) < p->msg[m].nparts)
+            return 0;
+    return 1;
+}
+
+int msh_part_free(msh_request *r, MPI_Request *handle)
+{
+    msh_part *p = r->ext;
+    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING) {
+        /* Freeing an active partitioned request is erroneous (MPI 4.0 sec.
+         * 4.2), but hosts finish such operations by themselves: so does the
+         * shim, where the round can finish without the user. A send with a
+         * partition not ready never can: refuse, keeping the handle. */
+        if (p->send && !all_ready(p))
+            return msh_comm_error(p->comm, MPI_ERR_REQUEST);
+        watch_add(r, p, 1);
+        *handle = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
+    if (!p->send)
+        watch_remove(r); /* finished with an error before any sweep saw it */
+    part_release(r);
     *handle = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
 }
 
 int msh_part_cancel(msh_request *r)
 {
+    /* Cancelling an active partitioned request is erroneous (MPI 4.0 sec.
+     * 4.2): say so and leave the round alone (a partly cancelled round
+     * could complete on neither side). */
     msh_part *p = r->ext;
-    if (atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING)
-        return MPI_SUCCESS;
-    pthread_mutex_lock(&p->lock);
-    hl();
-    for (int m = 0; m < p->nmsg; m++)
-        if (atomic_load_explicit(&p->msg[m].started, memory_order_acquire) &&
-            !atomic_load_explicit(&p->msg[m].done, memory_order_relaxed))
-            PMPI_Cancel(&p->msg[m].host);
-    hu();
-    pthread_mutex_unlock(&p->lock);
+    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
+        return msh_comm_error(p->comm, MPI_ERR_REQUEST);
     return MPI_SUCCESS;
 }
 
@@ -807,16 +1219,13 @@ int msh_part_parrived(msh_request *r, int partition, int *flag)
         *flag = atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING;
         return MPI_SUCCESS;
     }
-    MPI_Count rpb = p->count * p->tsize, lo = (MPI_Count)partition * rpb, hi = lo + rpb;
-    if (hi > p->total)
-        hi = p->total;
-    int m0 = 0, m1 = p->nmsg - 1;
-    if (rpb > 0 && lo < hi && p->msg_bytes > 0) {
-        m0 = (int)(lo / p->msg_bytes);
-        m1 = (int)((hi - 1) / p->msg_bytes);
-        if (m1 >= p->nmsg)
-            m1 = p->nmsg - 1;
+    if (p->stage) {
+        *flag = atomic_load_explicit(&p->unpacked[partition], memory_order_acquire);
+        return MPI_SUCCESS;
     }
+    MPI_Count lo, hi;
+    int m0, m1;
+    part_range(p, partition, &lo, &hi, &m0, &m1);
     int ok = 1;
     for (int m = m0; m <= m1 && ok; m++)
         ok = atomic_load_explicit(&p->msg[m].done, memory_order_acquire);

@@ -2,12 +2,17 @@
  * (design brief rule 6; file 004, MPIPCL, is the starting point).
  *
  * A partitioned request is a shim request (kind MSH_KIND_PART) whose ext
- * points to a msh_part channel. The channel lives on two shim-private
- * duplicates of the user communicator, made inside the user's constructor
- * call: `hdr` carries one small header per channel with the user's tag, so
- * MPI's non-overtaking rule matches channels in init order; `data` carries
- * the channel's internal messages, each a host persistent request fixed to
- * one tag for the channel's life. No user receive can match either.
+ * points to a msh_part channel. All channels share two shim-private
+ * duplicates of MPI_COMM_WORLD made at init: `hdrc` carries one small header
+ * per channel (communicator id, user tag, plan), `datac` the channels'
+ * internal messages, each a host persistent request fixed to one tag for
+ * the channel's life; peers are addressed by world rank. No user receive
+ * can match either. A user communicator is known by an id its members
+ * agree on inside the user's constructor (one collective over the new
+ * communicator; no hidden constructor). The receiver matches headers
+ * itself: one wildcard receive on hdrc, dispatched to receive channels in
+ * Precv_init order by (communicator id, world source, tag), so MPI's
+ * non-overtaking rule holds per communicator.
  *
  * Init is local: the sender plans its messages (partitions aggregated to at
  * least MPISHIM_PART_MIN_BYTES), creates them at once and posts the header;
@@ -59,11 +64,12 @@ static inline int msh_req_is_part(const msh_request *r)
  * (else the host's, MPISHIM_PART=native on an MPI-4 host). */
 int msh_part_layer_on(void);
 
-/* Private duplicates: made for every communicator a constructor the shim
- * intercepts returns (collective, inside that call), freed in Comm_free. */
+/* Communicator ids: agreed for every communicator a constructor the shim
+ * intercepts returns (collective, inside that call), dropped in Comm_free
+ * and Comm_disconnect. */
 int msh_part_comm_add(MPI_Comm c);
 void msh_part_comm_del(MPI_Comm c);
-void msh_part_init(void);  /* after host init: MPI_COMM_WORLD, MPI_COMM_SELF */
+void msh_part_init(void);  /* after host init: the channel's duplicates, the predefined ids */
 void msh_part_fini(void);  /* before host finalize */
 
 /* MPI_Psend_init (send = 1) / MPI_Precv_init on the shim's layer. */

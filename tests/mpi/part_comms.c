@@ -1,0 +1,145 @@
+/* MPI-4 partitioned communication on several communicators between the
+ * same two processes with the same user tag: matching must never cross
+ * communicators, and on one communicator channels match in init order.
+ *
+ * Ranks pair up (0<->1, 2<->3; an odd last rank sits out). Channels, all
+ * with tag 7, each with its own data and its own layout (partitions x
+ * ints), so a channel matched to the wrong sender shows wrong data or a
+ * truncation error:
+ *   A1, A2  on A = MPI_Comm_dup(MPI_COMM_WORLD) (two channels, init order)
+ *   B       on B = MPI_Comm_split(MPI_COMM_WORLD, 0, rank)
+ *   W       on MPI_COMM_WORLD
+ *   I       on an intercommunicator between even and odd world ranks
+ *           (peer: the same local rank in the remote group), when the
+ *           world size is even
+ * The receiver initializes its receives in one order (I, B, W, A1, A2),
+ * the sender its sends in another (A1, W, B, A2, I); per round every
+ * channel is started, readied, completed and checked (data, source, tag,
+ * count). Three rounds. B is released with MPI_Comm_disconnect.
+ */
+#include "testutil.h"
+#include "mpishim.h"
+
+#include <stdint.h>
+
+#define NCH 5
+#define TAG 7
+#define NROUND 3
+
+static int rank, size, wpeer;
+
+struct chan {
+    const char *name;
+    MPI_Comm comm;
+    int peer;          /* in comm (remote group for the intercommunicator) */
+    int parts, cnt;    /* both sides use the same layout */
+    int *sbuf, *rbuf;
+    MPI_Request s, r;
+};
+
+static int word(int src, int ch, int round, int i)
+{
+    uint32_t x = (uint32_t)(src + 1) * 0x9E3779B1u ^ (uint32_t)(ch + 5) * 0x85EBCA77u ^
+                 (uint32_t)(round + 3) * 0xC2B2AE3Du ^ (uint32_t)i * 2654435761u;
+    return (int)(x ^ (x >> 13));
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv, MPI_THREAD_SINGLE);
+    test_skip_without_partitioned("part_comms");
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    wpeer = rank ^ 1;
+    int active = wpeer < size;
+
+    MPI_Comm a, b, local = MPI_COMM_NULL, inter = MPI_COMM_NULL;
+    CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &a));
+    CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, 0, rank, &b));
+    int have_inter = size % 2 == 0;
+    if (have_inter) {
+        CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &local));
+        CHECK_MPI(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 99, &inter));
+    }
+    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter};
+    for (int i = 0; i < 4; i++)
+        if (all[i] != MPI_COMM_NULL)
+            CHECK_MPI(MPI_Comm_set_errhandler(all[i], MPI_ERRORS_RETURN));
+
+    struct chan ch[NCH] = {
+        {"A1", a, wpeer, 3, 40, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"A2", a, wpeer, 5, 24, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"B", b, wpeer, 2, 60, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"W", MPI_COMM_WORLD, wpeer, 4, 30, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"I", inter, rank / 2, 6, 20, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+    };
+    const int nch = have_inter ? NCH : NCH - 1;
+    static const int rorder[NCH] = {4, 2, 3, 0, 1}, sorder[NCH] = {0, 3, 2, 1, 4};
+
+    if (active) {
+        for (int c = 0; c < nch; c++) {
+            size_t n = (size_t)ch[c].parts * (size_t)ch[c].cnt;
+            ch[c].sbuf = malloc(n * sizeof(int));
+            ch[c].rbuf = malloc(n * sizeof(int));
+            CHECK(ch[c].sbuf && ch[c].rbuf, "malloc");
+        }
+        for (int k = 0; k < NCH; k++) {
+            struct chan *c = &ch[rorder[k]];
+            if (rorder[k] < nch)
+                CHECK_MPI(MPI_Precv_init(c->rbuf, c->parts, c->cnt, MPI_INT, c->peer, TAG, c->comm, MPI_INFO_NULL,
+                                         &c->r));
+        }
+        for (int k = 0; k < NCH; k++) {
+            struct chan *c = &ch[sorder[k]];
+            if (sorder[k] < nch)
+                CHECK_MPI(MPI_Psend_init(c->sbuf, c->parts, c->cnt, MPI_INT, c->peer, TAG, c->comm, MPI_INFO_NULL,
+                                         &c->s));
+        }
+        for (int round = 0; round < NROUND; round++) {
+            for (int c = 0; c < nch; c++) {
+                int n = ch[c].parts * ch[c].cnt;
+                for (int i = 0; i < n; i++) {
+                    ch[c].sbuf[i] = word(rank, c, round, i);
+                    ch[c].rbuf[i] = -1;
+                }
+                CHECK_MPI(MPI_Start(&ch[c].r));
+                CHECK_MPI(MPI_Start(&ch[c].s));
+            }
+            /* Ready in reverse channel order: the data of the last
+             * initialized channels goes first. */
+            for (int c = nch - 1; c >= 0; c--)
+                CHECK_MPI(MPI_Pready_range(0, ch[c].parts - 1, ch[c].s));
+            for (int c = 0; c < nch; c++) {
+                MPI_Status st;
+                int rc = MPI_Wait(&ch[c].r, &st);
+                CHECK(rc == MPI_SUCCESS, "round %d channel %s: receive failed (error %d)", round, ch[c].name, rc);
+                CHECK_MPI(MPI_Wait(&ch[c].s, MPI_STATUS_IGNORE));
+                int n = ch[c].parts * ch[c].cnt, got = -1;
+                CHECK(st.MPI_SOURCE == ch[c].peer, "round %d channel %s: source %d, expected %d", round,
+                      ch[c].name, st.MPI_SOURCE, ch[c].peer);
+                CHECK(st.MPI_TAG == TAG, "round %d channel %s: tag %d", round, ch[c].name, st.MPI_TAG);
+                CHECK_MPI(MPI_Get_count(&st, MPI_INT, &got));
+                CHECK(got == n, "round %d channel %s: count %d, expected %d", round, ch[c].name, got, n);
+                for (int i = 0; i < n; i++)
+                    CHECK(ch[c].rbuf[i] == word(wpeer, c, round, i),
+                          "round %d channel %s: int %d is %d, expected %d (a message of another channel?)", round,
+                          ch[c].name, i, ch[c].rbuf[i], word(wpeer, c, round, i));
+            }
+        }
+        for (int c = 0; c < nch; c++) {
+            CHECK_MPI(MPI_Request_free(&ch[c].r));
+            CHECK_MPI(MPI_Request_free(&ch[c].s));
+            free(ch[c].sbuf);
+            free(ch[c].rbuf);
+        }
+    }
+    if (have_inter) {
+        CHECK_MPI(MPI_Comm_free(&inter));
+        CHECK_MPI(MPI_Comm_free(&local));
+    }
+    CHECK_MPI(MPI_Comm_disconnect(&b)); /* frees like MPI_Comm_free */
+    CHECK(b == MPI_COMM_NULL, "MPI_Comm_disconnect left the handle");
+    CHECK_MPI(MPI_Comm_free(&a));
+    test_finish("part_comms");
+    return 0;
+}
