@@ -26,6 +26,11 @@ int mpishim_active(void);
  * is not disabled. 0 before MPI_Init_thread and after MPI_Finalize. */
 int mpishim_runtime(void);
 
+/* 1 while the runtime is on and still on its solo fast path (no two threads
+ * have yet been inside MPI at once, MPISHIM_SOLO): calls then go to the
+ * host directly, blocking ones block in the host. 0 otherwise. */
+int mpishim_solo(void);
+
 /* The library's version string (MPISHIM_VERSION of the build). */
 const char *mpishim_version(void);
 

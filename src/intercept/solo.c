@@ -32,6 +32,11 @@ void msh_solo_off(void)
         msh_log("rank %d: threads overlap in MPI; solo fast path off, the runtime takes over", msh_rt.world_rank);
 }
 
+MSH_EXPORT int mpishim_solo(void)
+{
+    return msh_on() && atomic_load_explicit(&msh_solo_on, memory_order_acquire);
+}
+
 void msh_solo_start(int serialized)
 {
     atomic_store_explicit(&msh_solo_owner, 0, memory_order_relaxed);
