@@ -63,10 +63,10 @@ static void empty_status(MPI_Status *st)
 
 /* Retiring many requests takes each VCI's lock once per run of requests
  * on that VCI, not once per request: *held is the VCI locked so far. */
-static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi, msh_vci **held)
+static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held)
 {
     int err = r->status.MPI_ERROR;
-    msh_status_out(status, &r->status, multi);
+    msh_status_out(status, &r->status);
     if (r->persistent) {
         atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
         return err;
@@ -89,10 +89,10 @@ static void release_held(msh_vci *held)
         msh_vci_unlock(held);
 }
 
-int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi)
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     msh_vci *held = NULL;
-    int err = retire_held(r, handle, status, multi, &held);
+    int err = retire_held(r, handle, status, &held);
     release_held(held);
     return err;
 }
@@ -154,7 +154,7 @@ int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
     MPI_Request h;
     msh_post_commit(v, r, MSH_KIND_COLL, MPI_SUCCESS, &h);
     msh_req_wait_complete(r);
-    return msh_req_retire(r, &h, status, 0);
+    return msh_req_retire(r, &h, status);
 }
 
 /* Host calls on requests the shim did not make. */
@@ -465,7 +465,14 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
     if (flag)
         *flag = satisfied;
 
-    int err_in_status = 0;
+    /* MPI_ERROR fields are written only when the call returns
+     * MPI_ERR_IN_STATUS (MPI 4.0 section 3.2.5): find out first. */
+    int err_in_status = satisfied && rc == MPI_ERR_IN_STATUS;
+    if (satisfied && mode != WAIT_ANY)
+        for (int i = 0; i < n && !err_in_status; i++) {
+            msh_request *r = msh_req_of(reqs[i]);
+            err_in_status = r && is_done(r) && r->status.MPI_ERROR != MPI_SUCCESS;
+        }
     if (satisfied) {
         if (mode == WAIT_ALL) {
             for (int k = 0; k < h.n; k++)
@@ -477,18 +484,15 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 msh_request *r = msh_req_of(reqs[i]);
                 int e = MPI_SUCCESS;
                 if (hk < h.n && h.pos[hk] == i) {
-                    if (sp != MPI_STATUS_IGNORE)
-                        *sp = h.st[hk];
+                    msh_status_out(sp, &h.st[hk]);
                     e = rc == MPI_ERR_IN_STATUS ? h.st[hk].MPI_ERROR : MPI_SUCCESS;
                     hk++;
                 } else if (r && is_done(r)) {
-                    e = retire_held(r, &reqs[i], sp, 1, &held);
+                    e = retire_held(r, &reqs[i], sp, &held);
                 } else {
                     empty_status(sp);
                 }
-                if (e != MPI_SUCCESS)
-                    err_in_status = 1;
-                if (sp != MPI_STATUS_IGNORE)
+                if (err_in_status && sp != MPI_STATUS_IGNORE)
                     sp->MPI_ERROR = e;
             }
             release_held(held);
@@ -500,14 +504,13 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 /* The host already completed (and released) this one. */
                 *index = h.pos[host_any];
                 reqs[*index] = h.req[host_any];
-                if (statuses != MPI_STATUS_IGNORE)
-                    *statuses = h.st[0];
+                msh_status_out(statuses, &h.st[0]);
             } else {
                 int pick = 0;
                 while (pick < n && !(msh_req_of(reqs[pick]) && is_done(msh_req_of(reqs[pick]))))
                     pick++;
                 *index = pick;
-                rc = msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], statuses, 0);
+                rc = msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], statuses);
             }
         } else {
             int out = 0;
@@ -516,10 +519,9 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 msh_request *r = msh_req_of(reqs[i]);
                 if (r && is_done(r)) {
                     MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[out];
-                    int e = retire_held(r, &reqs[i], sp, 1, &held);
-                    if (sp != MPI_STATUS_IGNORE)
+                    int e = retire_held(r, &reqs[i], sp, &held);
+                    if (err_in_status && sp != MPI_STATUS_IGNORE)
                         sp->MPI_ERROR = e;
-                    err_in_status |= e != MPI_SUCCESS;
                     indices[out++] = i;
                 }
             }
@@ -528,11 +530,10 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 int i = h.pos[h.idx[k]];
                 reqs[i] = h.req[h.idx[k]];
                 if (statuses != MPI_STATUSES_IGNORE) {
-                    statuses[out] = h.st[k];
-                    if (rc != MPI_ERR_IN_STATUS)
-                        statuses[out].MPI_ERROR = MPI_SUCCESS;
+                    msh_status_out(&statuses[out], &h.st[k]);
+                    if (err_in_status)
+                        statuses[out].MPI_ERROR = rc == MPI_ERR_IN_STATUS ? h.st[k].MPI_ERROR : MPI_SUCCESS;
                 }
-                err_in_status |= rc == MPI_ERR_IN_STATUS && h.st[k].MPI_ERROR != MPI_SUCCESS;
                 indices[out++] = i;
             }
             *outcount = out == 0 && host_idle ? MPI_UNDEFINED : out;
@@ -586,7 +587,7 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
         return msh_part_retire(r, status);
     }
     msh_req_wait_complete(r);
-    return msh_req_retire(r, req, status, 0);
+    return msh_req_retire(r, req, status);
 }
 
 MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
@@ -621,7 +622,7 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
         }
     }
     *flag = 1;
-    return msh_req_retire(r, req, status, 0);
+    return msh_req_retire(r, req, status);
 }
 
 MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
@@ -650,7 +651,7 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
         msh_progress_try(r->vci);
     *flag = is_done(r);
     if (*flag)
-        msh_status_out(status, &r->status, 0);
+        msh_status_out(status, &r->status);
     return MPI_SUCCESS;
 }
 

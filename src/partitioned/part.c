@@ -666,7 +666,7 @@ int msh_part_start(msh_request *r)
 
 int msh_part_retire(msh_request *r, MPI_Status *status)
 {
-    msh_status_out(status, &r->status, 1);
+    msh_status_out(status, &r->status);
     int err = r->status.MPI_ERROR;
     atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_release);
     if (err != MPI_SUCCESS)
