@@ -62,15 +62,21 @@ static void empty_status(MPI_Status *st)
 }
 
 /* Retiring many requests takes each VCI's lock once per run of requests
- * on that VCI, not once per request: *held is the VCI locked so far. */
+ * on that VCI, not once per request: *held is the VCI locked so far.
+ * The state moves from COMPLETE first, so that a request is retired once
+ * even if two threads wait on it (an erroneous program): the loser gets
+ * MPI_ERR_REQUEST and the request never enters a cache twice. */
 static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held)
 {
+    int from = MSH_REQ_COMPLETE;
+    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from,
+                                                              r->persistent ? MSH_REQ_INACTIVE : MSH_REQ_FREE,
+                                                              memory_order_acq_rel, memory_order_acquire)))
+        return msh_bad_request();
     int err = r->status.MPI_ERROR;
     msh_status_out(status, &r->status);
-    if (r->persistent) {
-        atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
+    if (r->persistent)
         return err;
-    }
     msh_vci *v = msh_vci_get(r->vci);
     if (*held != v) {
         if (*held)
@@ -325,6 +331,8 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
         }
         msh_request *r = msh_req_of(reqs[i]);
         if (!r) {
+            if (MSH_UNLIKELY(msh_req_invalid(reqs[i])))
+                return msh_bad_request(); /* before anything completes */
             nhost++;
             continue;
         }
@@ -562,6 +570,8 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
     if (!r) {
         if (*req == MPI_REQUEST_NULL)
             return PMPI_Wait(req, status);
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         int poll = msh_part_setup_pending();
         if (msh_on() && msh_solo_enter()) {
             int rc = poll ? msh_host_wait(req, status) : PMPI_Wait(req, status);
@@ -596,6 +606,8 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
         return PMPI_Test(req, flag, status);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Test(req, flag, status);
         host_unlock();
@@ -631,6 +643,8 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
         return PMPI_Request_get_status(req, flag, status);
     msh_request *r = msh_req_of(req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Request_get_status(req, flag, status);
         host_unlock();
@@ -707,6 +721,8 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
         return PMPI_Start(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Start(req);
         host_unlock();
@@ -718,7 +734,7 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
     msh_vci_lock(v);
     if (!r->persistent || atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
         msh_vci_unlock(v);
-        return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+        return msh_bad_request();
     }
     int rc = PMPI_Start(&r->host);
     if (rc == MPI_SUCCESS && r->procnull) {
@@ -759,6 +775,8 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
         return PMPI_Request_free(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Request_free(req);
         host_unlock();
@@ -771,6 +789,7 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
     int st = atomic_load_explicit(&r->state, memory_order_relaxed);
     if (st == MSH_REQ_PENDING) {
         r->freed = 1; /* progress recycles it when the host is done */
+        msh_req_new_gen(r); /* copies of the handle are stale from now on */
     } else {
         if (r->persistent && r->host != MPI_REQUEST_NULL)
             PMPI_Request_free(&r->host);
@@ -787,6 +806,8 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
         return PMPI_Cancel(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Cancel(req);
         host_unlock();
@@ -808,13 +829,13 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
 #ifndef MPI_Request_c2f
 MSH_EXPORT MPI_Fint MPI_Request_c2f(MPI_Request req)
 {
-    msh_request *r = shim_reqs() ? msh_req_of(req) : NULL;
-    return r ? msh_req_c2f(r) : PMPI_Request_c2f(req);
+    MPI_Fint f;
+    return shim_reqs() && msh_req_c2f(req, &f) ? f : PMPI_Request_c2f(req);
 }
 
 MSH_EXPORT MPI_Request MPI_Request_f2c(MPI_Fint f)
 {
-    msh_request *r = shim_reqs() ? msh_req_of_f(f) : NULL;
-    return r ? msh_req_handle(r) : PMPI_Request_f2c(f);
+    MPI_Request h;
+    return shim_reqs() && msh_req_f2c(f, &h) ? h : PMPI_Request_f2c(f);
 }
 #endif

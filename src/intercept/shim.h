@@ -81,10 +81,17 @@ static inline void msh_status_out(MPI_Status *dst, const MPI_Status *src)
     dst->MPI_ERROR = e;
 }
 
+/* A request handle of the shim's that names no live request (request.h):
+ * refused as the hosts refuse a bad request, on MPI_COMM_WORLD. */
+static inline int msh_bad_request(void)
+{
+    return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+}
+
 /* Hand a completed request's outcome to the user: copy the status (not its
  * MPI_ERROR), then recycle it (or make a persistent one inactive). *handle
  * becomes MPI_REQUEST_NULL unless persistent. Returns the request's error
- * code. */
+ * code, or MPI_ERR_REQUEST if another thread retired it first. */
 int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status);
 
 /* One round of waiting that does not block in the host: advance

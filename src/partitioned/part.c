@@ -714,7 +714,7 @@ int msh_part_free(msh_request *r, MPI_Request *handle)
     part_destroy(p);
     r->ext = NULL;
     r->kind = MSH_KIND_SEND;
-    atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
+    msh_req_release(r);
     msh_req_pool_give(r, 1);
     atomic_fetch_sub_explicit(&msh_part_nlive, 1, memory_order_relaxed);
     *handle = MPI_REQUEST_NULL;
