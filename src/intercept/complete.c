@@ -715,25 +715,28 @@ MSH_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indice
 
 /* ------------------------------------------------------------ lifecycle */
 
-MSH_EXPORT int MPI_Start(MPI_Request *req)
+/* A shim request may be started: persistent and inactive. */
+static inline int startable(msh_request *r)
 {
-    if (!shim_reqs())
-        return PMPI_Start(req);
-    msh_request *r = msh_req_of(*req);
-    if (!r) {
-        if (MSH_UNLIKELY(msh_req_invalid(*req)))
-            return msh_bad_request();
-        host_lock();
-        int rc = PMPI_Start(req);
-        host_unlock();
-        return rc;
-    }
+    return r->persistent && atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_INACTIVE;
+}
+
+/* The error for a shim request that may not be started, as the hosts
+ * report it (on MPI_COMM_WORLD; a partitioned one on its communicator). */
+static int not_startable(msh_request *r)
+{
+    return r->kind == MSH_KIND_PART ? msh_comm_error(msh_part_comm(r), MPI_ERR_REQUEST) : msh_bad_request();
+}
+
+/* Start a shim request that startable() accepted. */
+static int start_shim(msh_request *r)
+{
     if (r->kind == MSH_KIND_PART)
         return msh_part_start(r);
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
-    if (!r->persistent || atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
-        msh_vci_unlock(v);
+    if (atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
+        msh_vci_unlock(v); /* another thread started it meanwhile */
         return msh_bad_request();
     }
     int rc = PMPI_Start(&r->host);
@@ -747,7 +750,14 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
     } else if (rc == MPI_SUCCESS) {
         atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
-        rc = msh_vci_pending_add(v, r);
+        if (MSH_UNLIKELY(msh_vci_pending_add(v, r) != MPI_SUCCESS)) {
+            /* Cannot track it: finish it here rather than lose it. */
+            msh_vci_unlock(v);
+            r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
+            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
+            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            return MPI_SUCCESS;
+        }
         if (r->kind == MSH_KIND_PSEND)
             v->st.sends++;
         else
@@ -757,16 +767,69 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
     return rc;
 }
 
-MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
+MSH_EXPORT int MPI_Start(MPI_Request *req)
 {
     if (!shim_reqs())
+        return PMPI_Start(req);
+    msh_request *r = msh_req_of(*req);
+    if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
+        host_lock();
+        int rc = PMPI_Start(req);
+        host_unlock();
+        return rc;
+    }
+    return startable(r) ? start_shim(r) : not_startable(r);
+}
+
+/* Every entry is checked before any starts, as the hosts do: the shim's
+ * here, the host's by one host MPI_Startall over them (whose error, class
+ * and handler are then the host's own). */
+MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
+{
+    if (!shim_reqs() || n <= 0 || !reqs)
         return PMPI_Startall(n, reqs);
+    int nhost = 0;
     for (int i = 0; i < n; i++) {
-        int rc = MPI_Start(&reqs[i]);
-        if (rc != MPI_SUCCESS)
+        msh_request *r = msh_req_of(reqs[i]);
+        if (!r) {
+            if (MSH_UNLIKELY(msh_req_invalid(reqs[i])))
+                return msh_bad_request();
+            nhost++;
+        } else if (!startable(r)) {
+            return not_startable(r);
+        }
+    }
+    int rc = MPI_SUCCESS;
+    if (nhost > 0) {
+        MPI_Request stack[16], *hr = nhost == n ? reqs : nhost <= 16 ? stack : malloc(sizeof *hr * (size_t)nhost);
+        if (!hr)
+            return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+        if (hr != reqs)
+            for (int i = 0, k = 0; i < n; i++)
+                if (!msh_req_of(reqs[i]))
+                    hr[k++] = reqs[i];
+        host_lock();
+        rc = PMPI_Startall(nhost, hr);
+        host_unlock();
+        if (hr != reqs) {
+            /* Open MPI may replace the handle of a request it restarts. */
+            for (int i = 0, k = 0; i < n; i++)
+                if (!msh_req_of(reqs[i]))
+                    reqs[i] = hr[k++];
+            if (hr != stack)
+                free(hr);
+        }
+        if (rc != MPI_SUCCESS || nhost == n)
             return rc;
     }
-    return MPI_SUCCESS;
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        if (r)
+            rc = start_shim(r);
+    }
+    return rc;
 }
 
 MSH_EXPORT int MPI_Request_free(MPI_Request *req)
