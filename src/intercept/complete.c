@@ -850,9 +850,17 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     int st = atomic_load_explicit(&r->state, memory_order_relaxed);
+    if (MSH_UNLIKELY(msh_req_of(*req) != r)) {
+        msh_vci_unlock(v); /* another thread freed it meanwhile */
+        return msh_bad_request();
+    }
     if (st == MSH_REQ_PENDING) {
         r->freed = 1; /* progress recycles it when the host is done */
         msh_req_new_gen(r); /* copies of the handle are stale from now on */
+    } else if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &st, MSH_REQ_FREE,
+                                                                     memory_order_acq_rel, memory_order_relaxed))) {
+        msh_vci_unlock(v); /* a waiter retired it meanwhile (retiring takes no VCI lock first) */
+        return msh_bad_request();
     } else {
         if (r->persistent && r->host != MPI_REQUEST_NULL)
             PMPI_Request_free(&r->host);
