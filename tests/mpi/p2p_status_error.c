@@ -9,8 +9,10 @@
  * Sendrecv, Sendrecv_replace, Probe, Iprobe, Mprobe, Improbe, Mrecv,
  * Imrecv + Wait, Wait and Test (receive and send requests, persistent too),
  * Waitany, Testany, Request_get_status, and the success path of Waitall,
- * Testall, Waitsome, Testsome. Single-threaded, so the runner also runs it
- * with the runtime on. Ring: send right, receive left.
+ * Testall, Waitsome, Testsome. On the error path (a truncated receive) the
+ * single completions leave it too, and the multiple completions return
+ * MPI_ERR_IN_STATUS and write it in every status they return. Single-
+ * threaded, so the runner also runs it with the runtime on. Ring: send right, receive left.
  *
  * Every deviation is collected and printed before the test fails, so one run
  * lists them all. Measured host deviations (MPISHIM_DISABLE=1): Open MPI 4.1.4
@@ -401,6 +403,150 @@ static void multiple_completions(void)
     }
 }
 
+/* The error paths: a receive too small for its message (2 ints into 1).
+ * Single completions return the error class MPI_ERR_TRUNCATE and leave
+ * MPI_ERROR alone; multiple completions return MPI_ERR_IN_STATUS and then
+ * write MPI_ERROR in every status they return: the error in the truncated
+ * one, MPI_SUCCESS in the others. */
+static int class_of(int code)
+{
+    int c = -1;
+    CHECK_MPI(MPI_Error_class(code, &c));
+    return c;
+}
+
+static void post_truncated(MPI_Request *q, int *rb, int *sb, int tag)
+{
+    sb[0] = sb[1] = rank;
+    CHECK_MPI(MPI_Irecv(&rb[0], 1, MPI_INT, left, tag, MPI_COMM_WORLD, &q[0]));
+    CHECK_MPI(MPI_Irecv(&rb[1], 2, MPI_INT, left, tag + 1, MPI_COMM_WORLD, &q[1]));
+    CHECK_MPI(MPI_Isend(sb, 2, MPI_INT, right, tag, MPI_COMM_WORLD, &q[2]));
+    CHECK_MPI(MPI_Isend(sb, 2, MPI_INT, right, tag + 1, MPI_COMM_WORLD, &q[3]));
+}
+
+/* One status of a call that returned MPI_ERR_IN_STATUS: index i of the
+ * array (0 is the truncated receive). */
+static void check_in_status(const MPI_Status *st, int i, const char *call)
+{
+    if (i == 0)
+        CHECK(st->MPI_ERROR != SENTINEL && st->MPI_ERROR != MPI_SUCCESS && class_of(st->MPI_ERROR) == MPI_ERR_TRUNCATE,
+              "MPI_%s returned MPI_ERR_IN_STATUS: the truncated receive's MPI_ERROR is %d, expected class "
+              "MPI_ERR_TRUNCATE",
+              call, st->MPI_ERROR);
+    else /* MPI_ERR_PENDING: neither failed nor completed (both hosts stop at the error) */
+        CHECK(st->MPI_ERROR == MPI_SUCCESS ||
+                  (st->MPI_ERROR != SENTINEL && class_of(st->MPI_ERROR) == MPI_ERR_PENDING),
+              "MPI_%s returned MPI_ERR_IN_STATUS: request %d's MPI_ERROR is %d, expected MPI_SUCCESS or "
+              "MPI_ERR_PENDING",
+              call, i, st->MPI_ERROR);
+}
+
+/* Complete what a failed Waitall/Testall left pending. */
+static void finish_pending(MPI_Request *q, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (q[i] != MPI_REQUEST_NULL)
+            CHECK_MPI(MPI_Wait(&q[i], MPI_STATUS_IGNORE));
+}
+
+static void error_paths(void)
+{
+    MPI_Status st[4];
+    MPI_Request q[4];
+    int rb[3], sb[2], tag, rc, flag, outc, ind[4], idx;
+
+    CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+
+    /* Wait and Test on the truncated receive. */
+    tag = next_tag();
+    next_tag();
+    post_truncated(q, rb, sb, tag);
+    preset(st, 1);
+    rc = MPI_Wait(&q[0], &st[0]);
+    CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_TRUNCATE, "Wait on a truncated receive returned %d", rc);
+    check_err(&st[0], "Wait", "truncated receive");
+    do {
+        preset(st, 1);
+        rc = MPI_Test(&q[1], &flag, &st[0]);
+    } while (rc == MPI_SUCCESS && !flag);
+    CHECK_MPI(rc);
+    CHECK_MPI(MPI_Waitall(2, &q[2], MPI_STATUSES_IGNORE));
+
+    /* Waitany and Testany: the error is the call's, MPI_ERROR is left. */
+    tag = next_tag();
+    next_tag();
+    post_truncated(q, rb, sb, tag);
+    for (int n = 0; n < 4; n++) {
+        preset(st, 1);
+        rc = MPI_Waitany(4, q, &idx, &st[0]);
+        CHECK(idx >= 0 && idx < 4, "Waitany index %d", idx);
+        CHECK(idx == 0 ? class_of(rc) == MPI_ERR_TRUNCATE : rc == MPI_SUCCESS, "Waitany index %d returned %d", idx, rc);
+        check_err(&st[0], "Waitany", idx == 0 ? "truncated receive" : "after an error");
+    }
+    tag = next_tag();
+    next_tag();
+    post_truncated(q, rb, sb, tag);
+    for (int n = 0; n < 4;) {
+        preset(st, 1);
+        rc = MPI_Testany(4, q, &idx, &flag, &st[0]);
+        if (!flag) {
+            CHECK_MPI(rc);
+            continue;
+        }
+        CHECK(idx >= 0 && idx < 4, "Testany index %d", idx);
+        CHECK(idx == 0 ? class_of(rc) == MPI_ERR_TRUNCATE : rc == MPI_SUCCESS, "Testany index %d returned %d", idx, rc);
+        check_err(&st[0], "Testany", idx == 0 ? "truncated receive" : "after an error");
+        n++;
+    }
+
+    /* Waitall and Testall: MPI_ERR_IN_STATUS, every status written. */
+    tag = next_tag();
+    next_tag();
+    post_truncated(q, rb, sb, tag);
+    preset(st, 4);
+    rc = MPI_Waitall(4, q, st);
+    CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS, "Waitall with a truncated receive returned %d", rc);
+    for (int i = 0; i < 4; i++)
+        check_in_status(&st[i], i, "Waitall");
+    finish_pending(q, 4);
+    tag = next_tag();
+    next_tag();
+    post_truncated(q, rb, sb, tag);
+    do {
+        preset(st, 4);
+        rc = MPI_Testall(4, q, &flag, st);
+    } while (rc == MPI_SUCCESS && !flag);
+    CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS, "Testall with a truncated receive returned %d", rc);
+    for (int i = 0; i < 4; i++)
+        check_in_status(&st[i], i, "Testall");
+    finish_pending(q, 4);
+
+    /* Waitsome and Testsome: the call that meets the error writes every
+     * status it returns; the others leave MPI_ERROR alone. */
+    for (int some = 0; some < 2; some++) {
+        const char *call = some ? "Testsome" : "Waitsome";
+        tag = next_tag();
+        next_tag();
+        post_truncated(q, rb, sb, tag);
+        for (int done = 0; done < 4;) {
+            preset(st, 4);
+            rc = some ? MPI_Testsome(4, q, &outc, ind, st) : MPI_Waitsome(4, q, &outc, ind, st);
+            CHECK(rc == MPI_SUCCESS || class_of(rc) == MPI_ERR_IN_STATUS, "MPI_%s returned %d", call, rc);
+            CHECK(outc >= 0 && outc <= 4, "MPI_%s outcount %d", call, outc);
+            for (int k = 0; k < outc; k++) {
+                if (rc == MPI_SUCCESS) {
+                    CHECK(ind[k] != 0, "MPI_%s returned MPI_SUCCESS with the truncated receive", call);
+                    check_err(&st[k], call, "success, after an error");
+                } else {
+                    check_in_status(&st[k], ind[k], call);
+                }
+            }
+            done += outc;
+        }
+    }
+    CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -418,6 +564,8 @@ int main(int argc, char **argv)
     single_completions();
     test_step = "multiple completions";
     multiple_completions();
+    test_step = "error paths";
+    error_paths();
     test_step = "done";
 
     int all = 0;
