@@ -277,7 +277,8 @@ int main(int argc, char **argv)
     if (shim_requests())
         stale_handles();
     else if (rank == 0)
-        printf("note: stale-handle cases need shim requests (runtime on, MPISHIM_SOLO=0); the host aborts on its own\n");
+        printf("note: stale-handle cases need shim requests (runtime on, MPISHIM_SOLO=0); "
+               "the host aborts on its own\n");
 #if defined(MPICH)
     made_up_mpich(); /* after requests were made: the arena is in use */
 #endif

@@ -34,7 +34,7 @@
 
 #define SENTINEL 0x5e17e1 /* no error code of either host */
 
-static int rank, size, left, right, failures;
+static int rank, size, left, right, failures, provided;
 static int tag_seq = 100;
 
 static int env_is(const char *name, const char *value)
@@ -458,6 +458,7 @@ static void error_paths(void)
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     /* Wait and Test on the truncated receive. */
+    test_step = "error paths: Wait, Test";
     tag = next_tag();
     next_tag();
     post_truncated(q, rb, sb, tag);
@@ -473,6 +474,7 @@ static void error_paths(void)
     CHECK_MPI(MPI_Waitall(2, &q[2], MPI_STATUSES_IGNORE));
 
     /* Waitany and Testany: the error is the call's, MPI_ERROR is left. */
+    test_step = "error paths: Waitany";
     tag = next_tag();
     next_tag();
     post_truncated(q, rb, sb, tag);
@@ -486,6 +488,7 @@ static void error_paths(void)
     tag = next_tag();
     next_tag();
     post_truncated(q, rb, sb, tag);
+    test_step = "error paths: Testany";
     for (int n = 0; n < 4;) {
         preset(st, 1);
         rc = MPI_Testany(4, q, &idx, &flag, &st[0]);
@@ -499,32 +502,50 @@ static void error_paths(void)
         n++;
     }
 
-    /* Waitall and Testall: MPI_ERR_IN_STATUS, every status written. */
-    tag = next_tag();
-    next_tag();
-    post_truncated(q, rb, sb, tag);
-    preset(st, 4);
-    rc = MPI_Waitall(4, q, st);
-    CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS, "Waitall with a truncated receive returned %d", rc);
-    for (int i = 0; i < 4; i++)
-        check_in_status(&st[i], i, "Waitall");
-    finish_pending(q, 4);
-    tag = next_tag();
-    next_tag();
-    post_truncated(q, rb, sb, tag);
-    do {
+    /* Waitall and Testall: MPI_ERR_IN_STATUS, every status written. Open
+     * MPI 4.1.4 itself, at the multiple thread level, now and then never
+     * returns from a Waitall over a truncated receive (2 of 30 runs without
+     * the shim: the receive stays pending); arrays of host requests reach
+     * it whole on the solo path, so they are not run there. */
+    int host_hangs = 0;
+#if defined(OPEN_MPI) && OPEN_MPI
+    host_hangs = provided > MPI_THREAD_SERIALIZED && host_arrays() &&
+                 test_known_deviation("MPI_Waitall over a truncated receive can hang at the multiple "
+                                      "thread level (not run)",
+                                      "Open MPI 4.1.4");
+#endif
+    if (!host_hangs) {
+        test_step = "error paths: Waitall";
+        tag = next_tag();
+        next_tag();
+        post_truncated(q, rb, sb, tag);
         preset(st, 4);
-        rc = MPI_Testall(4, q, &flag, st);
-    } while (rc == MPI_SUCCESS && !flag);
-    CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS, "Testall with a truncated receive returned %d", rc);
-    for (int i = 0; i < 4; i++)
-        check_in_status(&st[i], i, "Testall");
-    finish_pending(q, 4);
+        rc = MPI_Waitall(4, q, st);
+        CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS, "Waitall with a truncated receive returned %d",
+              rc);
+        for (int i = 0; i < 4; i++)
+            check_in_status(&st[i], i, "Waitall");
+        finish_pending(q, 4);
+        tag = next_tag();
+        next_tag();
+        post_truncated(q, rb, sb, tag);
+        test_step = "error paths: Testall";
+        do {
+            preset(st, 4);
+            rc = MPI_Testall(4, q, &flag, st);
+        } while (rc == MPI_SUCCESS && !flag);
+        CHECK(rc != MPI_SUCCESS && class_of(rc) == MPI_ERR_IN_STATUS, "Testall with a truncated receive returned %d",
+              rc);
+        for (int i = 0; i < 4; i++)
+            check_in_status(&st[i], i, "Testall");
+        finish_pending(q, 4);
+    }
 
     /* Waitsome and Testsome: the call that meets the error writes every
      * status it returns; the others leave MPI_ERROR alone. */
     for (int some = 0; some < 2; some++) {
         const char *call = some ? "Testsome" : "Waitsome";
+        test_step = some ? "error paths: Testsome" : "error paths: Waitsome";
         tag = next_tag();
         next_tag();
         post_truncated(q, rb, sb, tag);
@@ -549,7 +570,7 @@ static void error_paths(void)
 
 int main(int argc, char **argv)
 {
-    test_init(&argc, &argv, MPI_THREAD_SINGLE);
+    provided = test_init(&argc, &argv, MPI_THREAD_SINGLE);
     test_rank_size(MPI_COMM_WORLD, &rank, &size);
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
     right = (rank + 1) % size;
