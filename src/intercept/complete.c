@@ -64,15 +64,21 @@ static void empty_status(MPI_Status *st)
 }
 
 /* Retiring many requests takes each VCI's lock once per run of requests
- * on that VCI, not once per request: *held is the VCI locked so far. */
-static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi, msh_vci **held)
+ * on that VCI, not once per request: *held is the VCI locked so far.
+ * The state moves from COMPLETE first, so that a request is retired once
+ * even if two threads wait on it (an erroneous program): the loser gets
+ * MPI_ERR_REQUEST and the request never enters a cache twice. */
+static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held)
 {
+    int from = MSH_REQ_COMPLETE;
+    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from,
+                                                              r->persistent ? MSH_REQ_INACTIVE : MSH_REQ_FREE,
+                                                              memory_order_acq_rel, memory_order_acquire)))
+        return msh_bad_request();
     int err = r->status.MPI_ERROR;
-    msh_status_out(status, &r->status, multi);
-    if (r->persistent) {
-        atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
+    msh_status_out(status, &r->status);
+    if (r->persistent)
         return err;
-    }
     msh_vci *v = msh_vci_get(r->vci);
     if (*held != v) {
         if (*held)
@@ -91,10 +97,10 @@ static void release_held(msh_vci *held)
         msh_vci_unlock(held);
 }
 
-int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi)
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     msh_vci *held = NULL;
-    int err = retire_held(r, handle, status, multi, &held);
+    int err = retire_held(r, handle, status, &held);
     release_held(held);
     return err;
 }
@@ -156,7 +162,7 @@ int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
     MPI_Request h;
     msh_post_commit(v, r, MSH_KIND_COLL, MPI_SUCCESS, &h);
     msh_req_wait_complete(r);
-    return msh_req_retire(r, &h, status, 0);
+    return msh_req_retire(r, &h, status);
 }
 
 /* Host calls on requests the shim did not make. */
@@ -327,6 +333,8 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
         }
         msh_request *r = msh_req_of(reqs[i]);
         if (!r) {
+            if (MSH_UNLIKELY(msh_req_invalid(reqs[i])))
+                return msh_bad_request(); /* before anything completes */
             nhost++;
             continue;
         }
@@ -467,7 +475,14 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
     if (flag)
         *flag = satisfied;
 
-    int err_in_status = 0;
+    /* MPI_ERROR fields are written only when the call returns
+     * MPI_ERR_IN_STATUS (MPI 4.0 section 3.2.5): find out first. */
+    int err_in_status = satisfied && rc == MPI_ERR_IN_STATUS;
+    if (satisfied && mode != WAIT_ANY)
+        for (int i = 0; i < n && !err_in_status; i++) {
+            msh_request *r = msh_req_of(reqs[i]);
+            err_in_status = r && is_done(r) && r->status.MPI_ERROR != MPI_SUCCESS;
+        }
     if (satisfied) {
         if (mode == WAIT_ALL) {
             for (int k = 0; k < h.n; k++)
@@ -479,18 +494,15 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 msh_request *r = msh_req_of(reqs[i]);
                 int e = MPI_SUCCESS;
                 if (hk < h.n && h.pos[hk] == i) {
-                    if (sp != MPI_STATUS_IGNORE)
-                        *sp = h.st[hk];
+                    msh_status_out(sp, &h.st[hk]);
                     e = rc == MPI_ERR_IN_STATUS ? h.st[hk].MPI_ERROR : MPI_SUCCESS;
                     hk++;
                 } else if (r && is_done(r)) {
-                    e = retire_held(r, &reqs[i], sp, 1, &held);
+                    e = retire_held(r, &reqs[i], sp, &held);
                 } else {
                     empty_status(sp);
                 }
-                if (e != MPI_SUCCESS)
-                    err_in_status = 1;
-                if (sp != MPI_STATUS_IGNORE)
+                if (err_in_status && sp != MPI_STATUS_IGNORE)
                     sp->MPI_ERROR = e;
             }
             release_held(held);
@@ -502,14 +514,13 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 /* The host already completed (and released) this one. */
                 *index = h.pos[host_any];
                 reqs[*index] = h.req[host_any];
-                if (statuses != MPI_STATUS_IGNORE)
-                    *statuses = h.st[0];
+                msh_status_out(statuses, &h.st[0]);
             } else {
                 int pick = 0;
                 while (pick < n && !(msh_req_of(reqs[pick]) && is_done(msh_req_of(reqs[pick]))))
                     pick++;
                 *index = pick;
-                rc = msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], statuses, 0);
+                rc = msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], statuses);
             }
         } else {
             int out = 0;
@@ -518,10 +529,9 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 msh_request *r = msh_req_of(reqs[i]);
                 if (r && is_done(r)) {
                     MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[out];
-                    int e = retire_held(r, &reqs[i], sp, 1, &held);
-                    if (sp != MPI_STATUS_IGNORE)
+                    int e = retire_held(r, &reqs[i], sp, &held);
+                    if (err_in_status && sp != MPI_STATUS_IGNORE)
                         sp->MPI_ERROR = e;
-                    err_in_status |= e != MPI_SUCCESS;
                     indices[out++] = i;
                 }
             }
@@ -530,11 +540,10 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 int i = h.pos[h.idx[k]];
                 reqs[i] = h.req[h.idx[k]];
                 if (statuses != MPI_STATUSES_IGNORE) {
-                    statuses[out] = h.st[k];
-                    if (rc != MPI_ERR_IN_STATUS)
-                        statuses[out].MPI_ERROR = MPI_SUCCESS;
+                    msh_status_out(&statuses[out], &h.st[k]);
+                    if (err_in_status)
+                        statuses[out].MPI_ERROR = rc == MPI_ERR_IN_STATUS ? h.st[k].MPI_ERROR : MPI_SUCCESS;
                 }
-                err_in_status |= rc == MPI_ERR_IN_STATUS && h.st[k].MPI_ERROR != MPI_SUCCESS;
                 indices[out++] = i;
             }
             *outcount = out == 0 && host_idle ? MPI_UNDEFINED : out;
@@ -563,6 +572,8 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
     if (!r) {
         if (*req == MPI_REQUEST_NULL)
             return PMPI_Wait(req, status);
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         int poll = msh_part_setup_pending();
         if (msh_on() && msh_solo_enter()) {
             int rc = poll ? msh_host_wait(req, status) : PMPI_Wait(req, status);
@@ -588,7 +599,7 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
         return msh_part_retire(r, status);
     }
     msh_req_wait_complete(r);
-    return msh_req_retire(r, req, status, 0);
+    return msh_req_retire(r, req, status);
 }
 
 MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
@@ -597,6 +608,8 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
         return PMPI_Test(req, flag, status);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Test(req, flag, status);
         host_unlock();
@@ -623,7 +636,7 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
         }
     }
     *flag = 1;
-    return msh_req_retire(r, req, status, 0);
+    return msh_req_retire(r, req, status);
 }
 
 MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
@@ -632,6 +645,8 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
         return PMPI_Request_get_status(req, flag, status);
     msh_request *r = msh_req_of(req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Request_get_status(req, flag, status);
         host_unlock();
@@ -652,7 +667,7 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
         msh_progress_try(r->vci);
     *flag = is_done(r);
     if (*flag)
-        msh_status_out(status, &r->status, 0);
+        msh_status_out(status, &r->status);
     return MPI_SUCCESS;
 }
 
@@ -702,24 +717,29 @@ MSH_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indice
 
 /* ------------------------------------------------------------ lifecycle */
 
-MSH_EXPORT int MPI_Start(MPI_Request *req)
+/* A shim request may be started: persistent and inactive. */
+static inline int startable(msh_request *r)
 {
-    if (!shim_reqs())
-        return PMPI_Start(req);
-    msh_request *r = msh_req_of(*req);
-    if (!r) {
-        host_lock();
-        int rc = PMPI_Start(req);
-        host_unlock();
-        return rc;
-    }
+    return r->persistent && atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_INACTIVE;
+}
+
+/* The error for a shim request that may not be started, as the hosts
+ * report it (on MPI_COMM_WORLD; a partitioned one on its communicator). */
+static int not_startable(msh_request *r)
+{
+    return r->kind == MSH_KIND_PART ? msh_comm_error(msh_part_comm(r), MPI_ERR_REQUEST) : msh_bad_request();
+}
+
+/* Start a shim request that startable() accepted. */
+static int start_shim(msh_request *r)
+{
     if (r->kind == MSH_KIND_PART)
         return msh_part_start(r);
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
-    if (!r->persistent || atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
-        msh_vci_unlock(v);
-        return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+    if (atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
+        msh_vci_unlock(v); /* another thread started it meanwhile */
+        return msh_bad_request();
     }
     int rc = PMPI_Start(&r->host);
     if (rc == MPI_SUCCESS && r->procnull) {
@@ -732,7 +752,14 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
     } else if (rc == MPI_SUCCESS) {
         atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
-        rc = msh_vci_pending_add(v, r);
+        if (MSH_UNLIKELY(msh_vci_pending_add(v, r) != MPI_SUCCESS)) {
+            /* Cannot track it: finish it here rather than lose it. */
+            msh_vci_unlock(v);
+            r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
+            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
+            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            return MPI_SUCCESS;
+        }
         msh_watchdog_posted(r);
         if (r->kind == MSH_KIND_PSEND)
             v->st.sends++;
@@ -743,16 +770,69 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
     return rc;
 }
 
-MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
+MSH_EXPORT int MPI_Start(MPI_Request *req)
 {
     if (!shim_reqs())
+        return PMPI_Start(req);
+    msh_request *r = msh_req_of(*req);
+    if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
+        host_lock();
+        int rc = PMPI_Start(req);
+        host_unlock();
+        return rc;
+    }
+    return startable(r) ? start_shim(r) : not_startable(r);
+}
+
+/* Every entry is checked before any starts, as the hosts do: the shim's
+ * here, the host's by one host MPI_Startall over them (whose error, class
+ * and handler are then the host's own). */
+MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
+{
+    if (!shim_reqs() || n <= 0 || !reqs)
         return PMPI_Startall(n, reqs);
+    int nhost = 0;
     for (int i = 0; i < n; i++) {
-        int rc = MPI_Start(&reqs[i]);
-        if (rc != MPI_SUCCESS)
+        msh_request *r = msh_req_of(reqs[i]);
+        if (!r) {
+            if (MSH_UNLIKELY(msh_req_invalid(reqs[i])))
+                return msh_bad_request();
+            nhost++;
+        } else if (!startable(r)) {
+            return not_startable(r);
+        }
+    }
+    int rc = MPI_SUCCESS;
+    if (nhost > 0) {
+        MPI_Request stack[16], *hr = nhost == n ? reqs : nhost <= 16 ? stack : malloc(sizeof *hr * (size_t)nhost);
+        if (!hr)
+            return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+        if (hr != reqs)
+            for (int i = 0, k = 0; i < n; i++)
+                if (!msh_req_of(reqs[i]))
+                    hr[k++] = reqs[i];
+        host_lock();
+        rc = PMPI_Startall(nhost, hr);
+        host_unlock();
+        if (hr != reqs) {
+            /* Open MPI may replace the handle of a request it restarts. */
+            for (int i = 0, k = 0; i < n; i++)
+                if (!msh_req_of(reqs[i]))
+                    reqs[i] = hr[k++];
+            if (hr != stack)
+                free(hr);
+        }
+        if (rc != MPI_SUCCESS || nhost == n)
             return rc;
     }
-    return MPI_SUCCESS;
+    for (int i = 0; i < n && rc == MPI_SUCCESS; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        if (r)
+            rc = start_shim(r);
+    }
+    return rc;
 }
 
 MSH_EXPORT int MPI_Request_free(MPI_Request *req)
@@ -761,6 +841,8 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
         return PMPI_Request_free(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Request_free(req);
         host_unlock();
@@ -771,8 +853,17 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     int st = atomic_load_explicit(&r->state, memory_order_relaxed);
+    if (MSH_UNLIKELY(msh_req_of(*req) != r)) {
+        msh_vci_unlock(v); /* another thread freed it meanwhile */
+        return msh_bad_request();
+    }
     if (st == MSH_REQ_PENDING) {
         r->freed = 1; /* progress recycles it when the host is done */
+        msh_req_new_gen(r); /* copies of the handle are stale from now on */
+    } else if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &st, MSH_REQ_FREE,
+                                                                     memory_order_acq_rel, memory_order_relaxed))) {
+        msh_vci_unlock(v); /* a waiter retired it meanwhile (retiring takes no VCI lock first) */
+        return msh_bad_request();
     } else {
         if (r->persistent && r->host != MPI_REQUEST_NULL)
             PMPI_Request_free(&r->host);
@@ -789,6 +880,8 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
         return PMPI_Cancel(req);
     msh_request *r = msh_req_of(*req);
     if (!r) {
+        if (MSH_UNLIKELY(msh_req_invalid(*req)))
+            return msh_bad_request();
         host_lock();
         int rc = PMPI_Cancel(req);
         host_unlock();
@@ -810,13 +903,13 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
 #ifndef MPI_Request_c2f
 MSH_EXPORT MPI_Fint MPI_Request_c2f(MPI_Request req)
 {
-    msh_request *r = shim_reqs() ? msh_req_of(req) : NULL;
-    return r ? msh_req_c2f(r) : PMPI_Request_c2f(req);
+    MPI_Fint f;
+    return shim_reqs() && msh_req_c2f(req, &f) ? f : PMPI_Request_c2f(req);
 }
 
 MSH_EXPORT MPI_Request MPI_Request_f2c(MPI_Fint f)
 {
-    msh_request *r = shim_reqs() ? msh_req_of_f(f) : NULL;
-    return r ? msh_req_handle(r) : PMPI_Request_f2c(f);
+    MPI_Request h;
+    return shim_reqs() && msh_req_f2c(f, &h) ? h : PMPI_Request_f2c(f);
 }
 #endif

@@ -246,7 +246,7 @@ static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
     if (!r)
         return MPI_Wait(req, status); /* made on the solo path */
     msh_req_wait_complete(r);
-    return msh_req_retire(r, req, status, 0);
+    return msh_req_retire(r, req, status);
 }
 
 /* ------------------------------------------------------------ sends */
@@ -390,6 +390,20 @@ MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int d
 
 /* ------------------------------------------------------------ probes */
 
+/* A probe's status keeps the caller's MPI_ERROR (MPI 4.0 section 3.2.5),
+ * which MPICH 4.0's Probe and Iprobe overwrite: save it around the host. */
+static inline int error_of(const MPI_Status *st)
+{
+    return st != MPI_STATUS_IGNORE ? st->MPI_ERROR : MPI_SUCCESS;
+}
+
+static inline int keep_error(MPI_Status *st, int e, int rc)
+{
+    if (st != MPI_STATUS_IGNORE)
+        st->MPI_ERROR = e;
+    return rc;
+}
+
 /* Give progress a chance while a blocking probe spins. */
 static void probe_backoff(msh_vci *v)
 {
@@ -407,10 +421,11 @@ MSH_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Sta
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    int e = error_of(status);
     msh_vci_lock(rt.vci);
     rc = PMPI_Iprobe(source, tag, rt.comm, flag, status);
     msh_vci_unlock(rt.vci);
-    return rc;
+    return keep_error(status, e, rc);
 }
 
 MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
@@ -423,10 +438,11 @@ MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    int e = error_of(status);
     if (msh_solo_enter()) {
         rc = fwd_probe(source, tag, rt.comm, NULL, status);
         msh_solo_exit();
-        return rc;
+        return keep_error(status, e, rc);
     }
     for (;;) {
         int flag = 0;
@@ -434,7 +450,7 @@ MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
         rc = PMPI_Iprobe(source, tag, rt.comm, &flag, status);
         msh_vci_unlock(rt.vci);
         if (rc != MPI_SUCCESS || flag)
-            return rc;
+            return keep_error(status, e, rc);
         probe_backoff(rt.vci);
     }
 }
@@ -450,10 +466,11 @@ MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Me
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    int e = error_of(status);
     msh_vci_lock(rt.vci);
     rc = PMPI_Improbe(source, tag, rt.comm, flag, message, status);
     msh_vci_unlock(rt.vci);
-    return rc;
+    return keep_error(status, e, rc);
 }
 
 MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
@@ -466,10 +483,11 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
         return rc;
     msh_route rt;
     msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    int e = error_of(status);
     if (msh_solo_enter()) {
         rc = fwd_probe(source, tag, rt.comm, message, status);
         msh_solo_exit();
-        return rc;
+        return keep_error(status, e, rc);
     }
     for (;;) {
         int flag = 0;
@@ -477,7 +495,7 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
         rc = PMPI_Improbe(source, tag, rt.comm, &flag, message, status);
         msh_vci_unlock(rt.vci);
         if (rc != MPI_SUCCESS || flag)
-            return rc;
+            return keep_error(status, e, rc);
         probe_backoff(rt.vci);
     }
 }

@@ -79,28 +79,30 @@ static inline int msh_check_wildcards(MPI_Comm c, const msh_comm *mc, int source
     return MPI_SUCCESS;
 }
 
-/* Copy a completion status to the user. Single-completion calls on MPICH
- * leave the user's MPI_ERROR alone, as the host does. */
-static inline void msh_status_out(MPI_Status *dst, const MPI_Status *src, int multi)
+/* Copy a completion status to the user, all but MPI_ERROR: MPI 4.0 section
+ * 3.2.5 lets only the multiple-completion calls write it, and only when
+ * they return MPI_ERR_IN_STATUS (they set it themselves then). */
+static inline void msh_status_out(MPI_Status *dst, const MPI_Status *src)
 {
     if (dst == MPI_STATUS_IGNORE)
         return;
-#if defined(MPICH)
-    if (!multi) {
-        int e = dst->MPI_ERROR;
-        *dst = *src;
-        dst->MPI_ERROR = e;
-        return;
-    }
-#endif
-    (void)multi;
+    int e = dst->MPI_ERROR;
     *dst = *src;
+    dst->MPI_ERROR = e;
 }
 
-/* Hand a completed request's outcome to the user: copy the status, then
- * recycle it (or make a persistent one inactive). *handle becomes
- * MPI_REQUEST_NULL unless persistent. Returns the request's error code. */
-int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, int multi);
+/* A request handle of the shim's that names no live request (request.h):
+ * refused as the hosts refuse a bad request, on MPI_COMM_WORLD. */
+static inline int msh_bad_request(void)
+{
+    return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+}
+
+/* Hand a completed request's outcome to the user: copy the status (not its
+ * MPI_ERROR), then recycle it (or make a persistent one inactive). *handle
+ * becomes MPI_REQUEST_NULL unless persistent. Returns the request's error
+ * code, or MPI_ERR_REQUEST if another thread retired it first. */
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status);
 
 /* One round of waiting that does not block in the host: advance
  * partitioned receives still waiting for their header (part.h), poll the

@@ -1059,7 +1059,7 @@ int msh_part_start(msh_request *r)
 
 int msh_part_retire(msh_request *r, MPI_Status *status)
 {
-    msh_status_out(status, &r->status, 1);
+    msh_status_out(status, &r->status);
     int err = r->status.MPI_ERROR;
     atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_release);
     if (err != MPI_SUCCESS)
@@ -1102,7 +1102,7 @@ static void part_release(msh_request *r)
     part_destroy(p);
     r->ext = NULL;
     r->kind = MSH_KIND_SEND;
-    atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
+    msh_req_release(r);
     msh_req_pool_give(r, 1);
     atomic_fetch_sub_explicit(&msh_part_nlive, 1, memory_order_relaxed);
 }

@@ -6,6 +6,10 @@
 #include <sys/mman.h>
 
 msh_req_arena msh_reqs;
+#if !defined(MPICH)
+/* Until init, a value no user pointer is at or above. */
+uintptr_t msh_req_hspace = UINTPTR_MAX - MSH_REQ_CODES;
+#endif
 
 /* Requests given back by VCI caches that grew too large. */
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -21,9 +25,20 @@ int msh_req_arena_init(void)
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return -1;
+#if !defined(MPICH)
+    /* Handle codes are offsets into this range: address space only, no
+     * access, so a handle that reaches the host faults at once. */
+    void *hs = mmap(NULL, MSH_REQ_CODES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (hs == MAP_FAILED) {
+        munmap(p, bytes);
+        return -1;
+    }
+    msh_req_hspace = (uintptr_t)hs;
+#endif
     msh_reqs.base = p;
     msh_reqs.capacity = MSH_REQ_MAX;
-    atomic_store_explicit(&msh_reqs.bumped, 0, memory_order_relaxed);
+    /* Index 0 is never handed out: no code is 0 in its index bits. */
+    atomic_store_explicit(&msh_reqs.bumped, 1, memory_order_relaxed);
     return 0;
 }
 
@@ -61,6 +76,7 @@ msh_request *msh_req_pool_take(int n, int *got)
                 msh_request *r = &msh_reqs.base[first + i];
                 memset(r, 0, sizeof *r);
                 r->idx = first + i;
+                atomic_init(&r->gen, 1);
                 r->next = head;
                 head = r;
                 k++;

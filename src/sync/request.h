@@ -3,13 +3,19 @@
  * Every host request the shim creates is owned by a shim request; the user
  * holds a shim handle (design brief rule 3). Handles must be told apart from
  * host handles in a few instructions, because host requests the shim never
- * saw (MPI-IO, generalized requests, ...) reach the same completion calls:
- *   - Open MPI: MPI_Request is a pointer; shim requests live in one reserved
- *     arena, so "is it ours" is a range check.
+ * saw (MPI-IO, generalized requests, ...) reach the same completion calls.
+ * A handle carries a 30-bit code: the request's arena index (22 bits, never
+ * 0) and its slot's generation (8 bits, 1..255), which moves on each time
+ * the slot is recycled, so a stale copy of a handle, or a made-up value in
+ * the range, names no live request and is refused with MPI_ERR_REQUEST
+ * instead of touching whatever request holds the slot now.
  *   - MPICH: MPI_Request is an int whose top two bits give the handle kind;
- *     kind 0 ("invalid") is never a live host request, so shim handles are
- *     0x14000000 | index (kind 0, object bits 0x5) and never collide with
- *     MPI_REQUEST_NULL (0x2c000000).
+ *     kind 0 ("invalid") is never a live host request, so the handle is the
+ *     code itself. Its index bits are never 0, so it never equals a null
+ *     handle (MPI_REQUEST_NULL is 0x2c000000: kind 0, index 0).
+ *   - Open MPI: MPI_Request is a pointer; the handle is the code's offset
+ *     into a reserved, inaccessible 1 GiB address range, so "is it ours" is
+ *     a range check and the host faults at once if one ever reaches it.
  * Objects are recycled through per-VCI caches (src/vci) refilled in batches
  * from a global pool (file 003, Table 1 and Fig. 7). */
 #ifndef MSH_SYNC_REQUEST_H
@@ -54,7 +60,8 @@ typedef struct msh_request {
     uint8_t freed;                    /* MPI_Request_free'd while active: release at completion */
     uint8_t procnull;                 /* persistent with an MPI_PROC_NULL peer */
     int16_t vci;                      /* VCI whose pending set / cache owns it */
-    uint32_t idx;                     /* position in the arena */
+    _Atomic uint16_t gen;             /* slot generation, 1..MSH_REQ_GEN_MAX, in the handle */
+    uint32_t idx;                     /* position in the arena (never 0) */
     struct msh_sync *_Atomic sync;    /* waiter attached, NULL, or MSH_SYNC_CLAIMED */
     union {
         struct msh_request *next;     /* cache free list (state FREE) */
@@ -62,6 +69,8 @@ typedef struct msh_request {
     };
     MPI_Status status;                /* valid in MSH_REQ_COMPLETE */
 } msh_request;
+
+_Static_assert(sizeof(msh_request) == MSH_CACHELINE, "a shim request fills one cache line");
 
 /* The arena: reserved once at init, committed by the kernel as touched. */
 typedef struct msh_req_arena {
@@ -72,64 +81,119 @@ typedef struct msh_req_arena {
 
 extern msh_req_arena msh_reqs;
 
-#define MSH_REQ_MAX (1u << 22) /* 4 M simultaneous requests (512 MiB of address space) */
+#define MSH_REQ_IDX_BITS 22
+#define MSH_REQ_IDX_MASK ((1u << MSH_REQ_IDX_BITS) - 1)
+#define MSH_REQ_MAX (1u << MSH_REQ_IDX_BITS) /* 4 M simultaneous requests (256 MiB of address space) */
+#define MSH_REQ_GEN_MAX 255u
+#define MSH_REQ_CODES (1u << 30)             /* index and generation */
 
-#if defined(MPICH)
-#define MSH_MPICH_REQ_TAG  0x14000000
-#define MSH_MPICH_REQ_MASK 0xfc000000u
-#elif !defined(OPEN_MPI)
+#if !defined(MPICH) && !defined(OPEN_MPI)
 #error "mpishim knows the request handles of Open MPI and MPICH only"
+#endif
+
+#if !defined(MPICH)
+extern uintptr_t msh_req_hspace; /* the reserved handle range */
 #endif
 
 static inline MPI_Request msh_req_handle(const msh_request *r)
 {
+    uint32_t code = (uint32_t)atomic_load_explicit(&r->gen, memory_order_relaxed) << MSH_REQ_IDX_BITS | r->idx;
 #if defined(MPICH)
-    return (MPI_Request)(MSH_MPICH_REQ_TAG | (int)r->idx);
+    return (MPI_Request)code;
 #else
-    return (MPI_Request)(void *)r;
+    return (MPI_Request)(void *)(msh_req_hspace + code);
 #endif
 }
 
-/* The shim request behind a handle, or NULL for a host handle. */
+/* Whether h lies in the shim's handle range; its code then. */
+static inline int msh_req_code(MPI_Request h, uint32_t *code)
+{
+#if defined(MPICH)
+    uint32_t u = (uint32_t)h;
+    *code = u;
+    return u < MSH_REQ_CODES && (u & MSH_REQ_IDX_MASK) != 0;
+#else
+    uintptr_t off = (uintptr_t)(void *)h - msh_req_hspace;
+    *code = (uint32_t)off;
+    return off < MSH_REQ_CODES;
+#endif
+}
+
+/* The live request a code names, or NULL: index out of use, another
+ * generation (the slot was recycled), or the slot is free. */
+static inline msh_request *msh_req_live(uint32_t code)
+{
+    uint32_t i = code & MSH_REQ_IDX_MASK;
+    if (i == 0 || i >= atomic_load_explicit(&msh_reqs.bumped, memory_order_relaxed))
+        return NULL;
+    msh_request *r = &msh_reqs.base[i];
+    if (atomic_load_explicit(&r->gen, memory_order_relaxed) != code >> MSH_REQ_IDX_BITS ||
+        atomic_load_explicit(&r->state, memory_order_relaxed) == MSH_REQ_FREE)
+        return NULL;
+    return r;
+}
+
+/* The shim request behind a handle; NULL for a host handle, a null handle,
+ * or a handle of the shim's that names no live request (msh_req_invalid
+ * tells that case apart). */
 static inline msh_request *msh_req_of(MPI_Request h)
 {
-#if defined(MPICH)
-    if (MSH_LIKELY(((unsigned)h & MSH_MPICH_REQ_MASK) == MSH_MPICH_REQ_TAG)) {
-        uint32_t i = (unsigned)h & ~MSH_MPICH_REQ_MASK;
-        return i < atomic_load_explicit(&msh_reqs.bumped, memory_order_relaxed) ? &msh_reqs.base[i] : NULL;
-    }
-    return NULL;
-#else
-    uintptr_t off = (uintptr_t)(void *)h - (uintptr_t)msh_reqs.base;
-    if (off < (uintptr_t)msh_reqs.capacity * sizeof(msh_request) && off % sizeof(msh_request) == 0)
-        return (msh_request *)(void *)h;
-    return NULL;
-#endif
+    uint32_t code;
+    return msh_req_code(h, &code) ? msh_req_live(code) : NULL;
 }
 
-/* Fortran handles of shim requests (MPI_Request_c2f/f2c). MPICH's Fint is
- * the C handle itself; Open MPI's are small non-negative indices, so shim
- * requests take the negative numbers below -1. */
-static inline MPI_Fint msh_req_c2f(const msh_request *r)
+/* h is in the shim's range but names no live request: a stale copy of a
+ * completed or freed request's handle, or a made-up value. Never to be
+ * given to the host (Open MPI would dereference it). */
+static inline int msh_req_invalid(MPI_Request h)
 {
-#if defined(MPICH)
-    return (MPI_Fint)msh_req_handle(r);
-#else
-    return (MPI_Fint)(-(int64_t)r->idx - 2);
-#endif
+    uint32_t code;
+    return msh_req_code(h, &code) && !msh_req_live(code);
 }
 
-static inline msh_request *msh_req_of_f(MPI_Fint f)
+/* Outstanding handles of r become stale (r is freed, or is about to go
+ * back to a cache). */
+static inline void msh_req_new_gen(msh_request *r)
+{
+    unsigned g = atomic_load_explicit(&r->gen, memory_order_relaxed) + 1u;
+    atomic_store_explicit(&r->gen, (uint16_t)(g > MSH_REQ_GEN_MAX ? 1u : g), memory_order_relaxed);
+}
+
+/* r goes back to a cache or the pool. */
+static inline void msh_req_release(msh_request *r)
+{
+    msh_req_new_gen(r);
+    atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
+}
+
+/* Fortran handles of shim handles (MPI_Request_c2f/f2c), live or not, so
+ * that a conversion round-trips and errors show where the handle is used.
+ * MPICH's Fint is the C handle itself; Open MPI's are small non-negative
+ * indices, so shim handles take the negative numbers below -1. */
+static inline int msh_req_c2f(MPI_Request h, MPI_Fint *f)
+{
+    uint32_t code;
+    if (!msh_req_code(h, &code))
+        return 0;
+#if defined(MPICH)
+    *f = (MPI_Fint)h;
+#else
+    *f = (MPI_Fint)(-(int64_t)code - 2);
+#endif
+    return 1;
+}
+
+static inline int msh_req_f2c(MPI_Fint f, MPI_Request *h)
 {
 #if defined(MPICH)
-    return msh_req_of((MPI_Request)f);
+    uint32_t code;
+    *h = (MPI_Request)f;
+    return msh_req_code(*h, &code);
 #else
-    if (f < -1) {
-        uint32_t i = (uint32_t)(-(int64_t)f - 2);
-        if (i < atomic_load_explicit(&msh_reqs.bumped, memory_order_relaxed))
-            return &msh_reqs.base[i];
-    }
-    return NULL;
+    if (f >= -1 || -(int64_t)f - 2 >= (int64_t)MSH_REQ_CODES)
+        return 0;
+    *h = (MPI_Request)(void *)(msh_req_hspace + (uintptr_t)(-(int64_t)f - 2));
+    return 1;
 #endif
 }
 

@@ -86,7 +86,7 @@ msh_request *msh_vci_req_get(msh_vci *v)
 
 void msh_vci_req_put(msh_vci *v, msh_request *r)
 {
-    atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
+    msh_req_release(r);
     r->host = MPI_REQUEST_NULL;
     r->next = v->cache;
     v->cache = r;

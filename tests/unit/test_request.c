@@ -36,6 +36,11 @@ int main(void)
     MPI_Request foreign = (MPI_Request)(void *)&on_stack[3];
 #endif
     EXPECT(msh_req_of(foreign) == NULL);
+    EXPECT(!msh_req_invalid(foreign) && !msh_req_invalid(MPI_REQUEST_NULL));
+#if defined(MPICH)
+    /* Kind-0 values with index 0 (null handles of every kind) are the host's. */
+    EXPECT(!msh_req_invalid((MPI_Request)0x14000000) && !msh_req_invalid((MPI_Request)0x0c000000));
+#endif
 
     /* Many requests: distinct, aligned, each handle decodes to itself and
      * never equals MPI_REQUEST_NULL; Fortran handles round-trip. */
@@ -50,10 +55,15 @@ int main(void)
             return 1;
         EXPECT(((uintptr_t)got[i] % MSH_CACHELINE) == 0);
         EXPECT(got[i]->vci == (i % 2));
+        EXPECT(msh_req_invalid(msh_req_handle(got[i]))); /* free until posted */
+        atomic_store(&got[i]->state, MSH_REQ_PENDING);
         MPI_Request h = msh_req_handle(got[i]);
         EXPECT(h != MPI_REQUEST_NULL);
         EXPECT(msh_req_of(h) == got[i]);
-        EXPECT(msh_req_of_f(msh_req_c2f(got[i])) == got[i]);
+        MPI_Fint f = 0;
+        MPI_Request back = MPI_REQUEST_NULL;
+        EXPECT(msh_req_c2f(h, &f) && msh_req_f2c(f, &back) && back == h);
+        EXPECT(!msh_req_invalid(h));
         EXPECT(atomic_load(&got[i]->sync) == NULL);
     }
     for (int i = 0; i < N; i++)
@@ -78,6 +88,28 @@ int main(void)
         EXPECT(msh_vci_req_get(v1) != NULL);
     msh_vci_unlock(v1);
     EXPECT(atomic_load(&msh_reqs.bumped) == bumped);
+
+    /* A recycled slot gets a new generation: the old handle names nothing
+     * (stale), the new one differs; a free slot's handle is refused too. */
+    msh_vci_lock(v0);
+    msh_request *a = msh_vci_req_get(v0);
+    atomic_store(&a->state, MSH_REQ_PENDING);
+    MPI_Request old = msh_req_handle(a);
+    EXPECT(msh_req_of(old) == a);
+    msh_vci_req_put(v0, a);
+    EXPECT(msh_req_of(old) == NULL && msh_req_invalid(old));
+    msh_request *b = msh_vci_req_get(v0); /* the cache is LIFO: the same slot */
+    EXPECT(b == a);
+    atomic_store(&b->state, MSH_REQ_PENDING);
+    EXPECT(msh_req_handle(b) != old && msh_req_of(msh_req_handle(b)) == b && msh_req_of(old) == NULL);
+    for (unsigned g = 0; g < 2 * MSH_REQ_GEN_MAX; g++) {
+        msh_req_new_gen(b);
+        unsigned gen = atomic_load(&b->gen);
+        EXPECT(gen >= 1 && gen <= MSH_REQ_GEN_MAX);
+        EXPECT(msh_req_handle(b) != MPI_REQUEST_NULL);
+    }
+    msh_vci_req_put(v0, b);
+    msh_vci_unlock(v0);
 
     /* The pending set grows and keeps entries in order. */
     msh_vci_lock(v0);
