@@ -40,6 +40,13 @@
  * progress for STRESS_WATCHDOG seconds (default 30), naming each thread's
  * phase, category and step; STRESS_GDB=1 also prints gdb backtraces of the
  * rank first. Every failure line carries the seed and the configuration.
+ *
+ * Narrowing a failure down: STRESS_OPS; STRESS_COMM_SUBSETS=0|1 (comm splits
+ * into several sub-communicators; default off on Open MPI above 2 ranks);
+ * STRESS_COMPLETE=0..4 forces one completion style (Waitall, Waitany,
+ * Waitsome, Testall, Wait/Test each); STRESS_PART_SAME=1 gives partitioned
+ * receives the sender's layout; STRESS_DEBUG=1 prints each thread's category
+ * per phase.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -466,6 +473,8 @@ static void do_shared(struct thr *th, int phase)
             fail(th, "shared: Mrecv status (%d, %d, %d bytes) differs from the probe's (%d, %d, %d bytes)",
                  st[0].MPI_SOURCE, st[0].MPI_TAG, msg_count(th, &st[0]), s.MPI_SOURCE, s.MPI_TAG, cnt);
         check_msg(th, "shared late receive", rbuf[i], cnt, st[0].MPI_SOURCE, st[0].MPI_TAG, NULL);
+        if (st[0].MPI_TAG < 0 || st[0].MPI_TAG >= NSHTAG)
+            fail(th, "shared: tag %d out of the shared range", st[0].MPI_TAG);
         if (rsrc[i] != MPI_ANY_SOURCE && st[0].MPI_SOURCE != rsrc[i])
             fail(th, "shared: probe for source %d returned source %d", rsrc[i], st[0].MPI_SOURCE);
         if (rtag[i] != MPI_ANY_TAG && st[0].MPI_TAG != rtag[i])
