@@ -17,6 +17,8 @@
 #   STRESS_NP        rank counts (default "2 4")
 #   STRESS_WATCHDOG  seconds without progress before a rank reports and exits (30)
 #   STRESS_GDB=1     the watchdog prints gdb backtraces of the stuck rank first
+#   STRESS_ENV       extra VAR=VAL settings for every run under the shim
+#                    (e.g. "MPISHIM_HOST_THREAD=serialized MPISHIM_WAIT=block")
 # One PASS/FAIL line per run, logs in build/stress-logs/; ends with
 # "N passed, N failed"; exits non-zero on any failure.
 set -u
@@ -81,7 +83,10 @@ for host in "${hosts[@]}"; do
         np=${run%%|*}
         cfg=${run#*|}
         prog=$prog_shim
-        case "$cfg" in *MPISHIM_DISABLE=1*) prog=$hb/tests/stress/stress ;; esac
+        case "$cfg" in
+            *MPISHIM_DISABLE=1*) prog=$hb/tests/stress/stress ;;
+            *) cfg="$cfg${STRESS_ENV:+ $STRESS_ENV}" ;;
+        esac
         name="$host np$np $cfg"
         log="$logdir/$(tr ' /=' '___' <<< "$name").log"
         t0=$SECONDS
