@@ -46,7 +46,8 @@
  * STRESS_COMPLETE=0..4 forces one completion style (Waitall, Waitany,
  * Waitsome, Testall, Wait/Test each); STRESS_PART_SAME=1 gives partitioned
  * receives the sender's layout; STRESS_DEBUG=1 prints each thread's category
- * per phase.
+ * per phase. STRESS_INJECT=drop|corrupt tests the test: rank 0 loses or
+ * corrupts its first shared message in phase 3 (with shared in STRESS_OPS).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -126,6 +127,7 @@ struct thr {
     atomic_ulong progress;
     _Atomic(const char *) step;
     atomic_int cat, peer, tag;
+    char pending[512]; /* receives a blocked wait is for, for the watchdog (written before the wait) */
     unsigned long batches[NCAT];
 };
 
@@ -151,6 +153,7 @@ static int g_quit, g_debug, g_complete = -1;
 #define COMM_SUBSETS_DEFAULT "1"
 #endif
 static int g_comm_subsets;
+static int g_inject; /* STRESS_INJECT=drop|corrupt: the first shared message of rank 0 in phase 3 */
 
 static void step(struct thr *th, const char *s, int peer, int tag)
 {
@@ -188,6 +191,19 @@ static void fail(struct thr *th, const char *fmt, ...)
             fail((th), "%s returned %d (%s) at line %d", #call, ck_rc_, ck_s_, __LINE__); \
         }                                                                             \
     } while (0)
+
+/* Note the receives (source, tag) a completion call is about to wait for. */
+static void note_pending(struct thr *th, const char *what, int n, const int *src, const int *tag)
+{
+    int o = snprintf(th->pending, sizeof th->pending, "%s:", what);
+    for (int i = 0; i < n && o < (int)sizeof th->pending - 24; i++) {
+        char s[16], t[16];
+        snprintf(s, sizeof s, "%d", src[i]);
+        snprintf(t, sizeof t, "%d", tag[i]);
+        o += snprintf(th->pending + o, sizeof th->pending - (size_t)o, " (%s,%s)",
+                      src[i] == MPI_ANY_SOURCE ? "ANY" : s, tag[i] == MPI_ANY_TAG ? "ANY" : t);
+    }
+}
 
 static void *xmalloc(size_t n)
 {
@@ -427,6 +443,13 @@ static void do_shared(struct thr *th, int phase)
         for (int k = 0; k < n; k++) {
             sbuf[ns] = xmalloc(MAXMSG);
             int bytes = fill_msg(sbuf[ns], me, t, phase, seq++, m[k].tag, m[k].len);
+            if (g_inject && phase == 3 && me == 0 && k == 0) { /* testing the test */
+                if (g_inject == 1) {
+                    free(sbuf[ns]);
+                    continue; /* a lost message */
+                }
+                ((uint8_t *)sbuf[ns])[bytes - 1] ^= 1; /* a corrupted one (a 0-byte body: the checksum) */
+            }
             if (rndn(&th->lr, 4) == 0) {
                 step(th, "shared: MPI_Issend", d, m[k].tag);
                 CK(th, MPI_Issend(sbuf[ns], bytes, MPI_BYTE, d, m[k].tag, MPI_COMM_WORLD, &req[nq]));
@@ -481,7 +504,19 @@ static void do_shared(struct thr *th, int phase)
             fail(th, "shared: probe for tag %d returned tag %d", rtag[i], st[0].MPI_TAG);
         atomic_fetch_add(&g_recvd[st[0].MPI_TAG], 1);
     }
+    {
+        int *ps = xmalloc(sizeof(int) * (size_t)(nq + 1)), *pt = xmalloc(sizeof(int) * (size_t)(nq + 1)), np_ = 0;
+        for (int q = 0; q < nq; q++)
+            if (reqof[q] >= 0) {
+                ps[np_] = rsrc[reqof[q]];
+                pt[np_++] = rtag[reqof[q]];
+            }
+        note_pending(th, "pre-posted shared receives (source,tag) on MPI_COMM_WORLD", np_, ps, pt);
+        free(ps);
+        free(pt);
+    }
     complete_all(th, "shared: completing Irecvs and Isends", nq, req, st);
+    th->pending[0] = '\0';
     for (int q = 0; q < nq; q++) {
         int i = reqof[q];
         if (i < 0)
@@ -580,7 +615,18 @@ static void do_p2p(struct thr *th, int phase, int catid)
         }
         ns++;
     }
+    {
+        int *ps = xmalloc(sizeof(int) * (size_t)(nr + 1)), *pt = xmalloc(sizeof(int) * (size_t)(nr + 1));
+        for (int i = 0; i < nr; i++) {
+            ps[i] = es[i];
+            pt[i] = m[es[i] * P2P_MAXN + ek[i]].tag;
+        }
+        note_pending(th, "p2p receives (source,tag) on the thread's communicator, in order", nr, ps, pt);
+        free(ps);
+        free(pt);
+    }
     complete_all(th, "p2p: completing receives and sends", nq, req, st);
+    th->pending[0] = '\0';
     for (int i = 0; i < nr; i++) {
         uint32_t h[HDRW];
         int s = es[i], k = ek[i];
@@ -1105,6 +1151,8 @@ static void *watchdog(void *arg)
             fprintf(stderr, "WATCHDOG rank %d %s %d: phase %d op %s step '%s' (peer/arg %d, tag/arg %d)\n", g_rank,
                     i == g_T ? "main thread" : "thread", i, atomic_load(&g_phase), c >= 0 ? cat_name[c] : "-",
                     atomic_load(&th->step), atomic_load(&th->peer), atomic_load(&th->tag));
+            if (th->pending[0] && c >= 0)
+                fprintf(stderr, "WATCHDOG rank %d thread %d waits for %s\n", g_rank, i, th->pending);
         }
         fprintf(stderr, "FAIL stress rank %d (pid %d): watchdog: no progress for %d s in phase %d [%s]\n", g_rank,
                 (int)getpid(), g_watchdog, atomic_load(&g_phase), g_cfg);
@@ -1152,6 +1200,7 @@ int main(int argc, char **argv)
         g_T = 4;
     g_watchdog = atoi(envs("STRESS_WATCHDOG", "30"));
     g_debug = atoi(envs("STRESS_DEBUG", "0"));
+    g_inject = strcmp(envs("STRESS_INJECT", ""), "drop") == 0 ? 1 : strcmp(envs("STRESS_INJECT", ""), "corrupt") == 0 ? 2 : 0;
     g_comm_subsets = atoi(envs("STRESS_COMM_SUBSETS", COMM_SUBSETS_DEFAULT));
     g_complete = atoi(envs("STRESS_COMPLETE", "-1")); /* force one completion style 0..4 (debugging) */
     if (g_watchdog < 2)
