@@ -4,6 +4,8 @@
 #                      build/openmpi/libmpishim.so, build/mpich/libmpishim.so
 #   make check         unit + integration tests on every host (tests/run.sh)
 #   make demo          the multithreaded demo, raw host vs shim, side by side
+#   make stress        randomised multithreaded traffic, every payload checked,
+#                      under the shim on every host (tests/stress/run.sh)
 #   make install PREFIX=/usr/local
 #   make HOSTS=mpich   restrict to some hosts
 #
@@ -82,6 +84,9 @@ check-asan: all
 demo: all
 	examples/demo.sh $(HOSTS)
 
+stress: all
+	tests/stress/run.sh $(HOSTS)
+
 # The Multirate benchmark (bench/README.md): raw host vs shim, medians.
 bench: all
 	$(MAKE) -C bench
@@ -108,4 +113,4 @@ clean:
 distclean: clean
 	rm -rf configure autom4te.cache
 
-.PHONY: check-asan all check check-tsan demo bench install clean distclean $(HOSTS:%=host-%)
+.PHONY: all check check-tsan check-asan demo stress bench install clean distclean $(HOSTS:%=host-%)
