@@ -980,6 +980,8 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
         r = msh_req_pool_take(1, &got);
         if (!r)
             rc = MPI_ERR_NO_MEM;
+        else
+            msh_req_unpoison(r);
     }
     if (rc == MPI_SUCCESS && !send && wpeer != MPI_PROC_NULL)
         disp_post(p); /* last: from here the dispatcher may fill it */
@@ -1103,6 +1105,7 @@ static void part_release(msh_request *r)
     r->ext = NULL;
     r->kind = MSH_KIND_SEND;
     msh_req_release(r);
+    msh_req_poison(r);
     msh_req_pool_give(r, 1);
     atomic_fetch_sub_explicit(&msh_part_nlive, 1, memory_order_relaxed);
 }

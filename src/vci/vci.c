@@ -75,6 +75,7 @@ msh_request *msh_vci_req_get(msh_vci *v)
     msh_request *r = v->cache;
     v->cache = r->next;
     v->ncache--;
+    msh_req_unpoison(r);
     r->next = NULL;
     r->vci = (int16_t)v->idx;
     r->freed = 0;
@@ -88,6 +89,7 @@ void msh_vci_req_put(msh_vci *v, msh_request *r)
 {
     msh_req_release(r);
     r->host = MPI_REQUEST_NULL;
+    msh_req_poison(r);
     r->next = v->cache;
     v->cache = r;
     if (++v->ncache > MSH_CACHE_LIMIT) {
