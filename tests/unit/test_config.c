@@ -5,16 +5,8 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "unit.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                         \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 static char warned[1024];
 static int nwarn;

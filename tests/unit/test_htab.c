@@ -9,16 +9,8 @@
 #include <stdlib.h>
 
 #include "core/htab.h"
+#include "unit.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                         \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 typedef struct ent {
     msh_hent h;

@@ -7,16 +7,8 @@
 
 #include "sync/request.h"
 #include "vci/vci.h"
+#include "unit.h"
 
-static int failures;
-
-#define EXPECT(cond)                                                         \
-    do {                                                                     \
-        if (!(cond)) {                                                       \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                      \
-        }                                                                    \
-    } while (0)
 
 #define N 3000
 

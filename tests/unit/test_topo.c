@@ -18,17 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "unit.h"
 
-static int failures;
-
-/* Not assert(): the checks must also run when built with -DNDEBUG. */
-#define CHECK(cond)                                                       \
-    do {                                                                  \
-        if (!(cond)) {                                                    \
-            fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                   \
-        }                                                                 \
-    } while (0)
 
 /* What nproc reports: CPUs in our affinity mask (0 if unreadable). */
 static int affinity_cpus(void)
@@ -57,7 +48,7 @@ int main(void)
 
     pthread_t th[NRACE];
     for (int i = 0; i < NRACE; i++)
-        CHECK(pthread_create(&th[i], NULL, race, &race_cores[i]) == 0);
+        EXPECT(pthread_create(&th[i], NULL, race, &race_cores[i]) == 0);
     for (int i = 0; i < NRACE; i++)
         pthread_join(th[i], NULL);
 
@@ -65,35 +56,35 @@ int main(void)
     int pus = msh_topo_pus();
     int aff = affinity_cpus();
     for (int i = 0; i < NRACE; i++)
-        CHECK(race_cores[i] == cores);
+        EXPECT(race_cores[i] == cores);
 
-    CHECK(cores >= 1);
-    CHECK(cores <= pus);
+    EXPECT(cores >= 1);
+    EXPECT(cores <= pus);
     if (aff > 0) {
         /* Cores can only be fewer than the CPUs we may run on (SMT). */
-        CHECK(cores <= aff);
-        CHECK(pus <= aff);
+        EXPECT(cores <= aff);
+        EXPECT(pus <= aff);
     }
-    CHECK(msh_topo_cores() == cores);   /* cached, stable */
+    EXPECT(msh_topo_cores() == cores);   /* cached, stable */
 
     char desc[256];
     memset(desc, 'x', sizeof desc);
     msh_topo_describe(desc, sizeof desc);
-    CHECK(memchr(desc, '\0', sizeof desc) != NULL);
-    CHECK(desc[0] != '\0');
-    CHECK(strstr(desc, "core") != NULL);
+    EXPECT(memchr(desc, '\0', sizeof desc) != NULL);
+    EXPECT(desc[0] != '\0');
+    EXPECT(strstr(desc, "core") != NULL);
 
     char small[8];
     memset(small, 'x', sizeof small);
     msh_topo_describe(small, sizeof small);        /* truncates, terminates */
-    CHECK(small[sizeof small - 1] == '\0');
+    EXPECT(small[sizeof small - 1] == '\0');
     msh_topo_describe(NULL, 0);                    /* must not crash */
 
     /* auto: one VCI per core, bounded by the caller's maximum, never 0;
      * no libfabric cap in the library (topo.c says why). */
-    CHECK(msh_topo_default_vcis(64) == (cores < 64 ? cores : 64));
-    CHECK(msh_topo_default_vcis(1) == 1);
-    CHECK(msh_topo_default_vcis(0) == 1);
+    EXPECT(msh_topo_default_vcis(64) == (cores < 64 ? cores : 64));
+    EXPECT(msh_topo_default_vcis(1) == 1);
+    EXPECT(msh_topo_default_vcis(0) == 1);
 
     if (verbose) {
         printf("topo: %s (affinity %d CPUs)\n", desc, aff);
