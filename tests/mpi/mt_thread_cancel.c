@@ -50,13 +50,6 @@ static void on_alarm(int sig)
     _exit(1);
 }
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 static void check_buf(const int *b, int tag, const MPI_Status *st, const char *who)
 {
     CHECK(st->MPI_SOURCE == peer && st->MPI_TAG == tag, "%s: status source %d tag %d", who, st->MPI_SOURCE,
@@ -141,7 +134,7 @@ static void leave_solo(void)
             for (int t = 0; t < 2; t++)
                 pthread_join(th[t], NULL);
         } else {
-            sleep_ms(20); /* both receivers of the even rank are inside MPI by now */
+            test_sleep_ms(20); /* both receivers of the even rank are inside MPI by now */
             for (long t = 0; t < 2; t++)
                 after_main((void *)t);
         }
@@ -190,13 +183,13 @@ int main(int argc, char **argv)
         CHECK(pthread_create(&owner, NULL, owner_main, NULL) == 0, "pthread_create");
         while (atomic_load(&entered) < 1)
             sched_yield();
-        sleep_ms(30); /* the owner is inside MPI_Recv and polls */
+        test_sleep_ms(30); /* the owner is inside MPI_Recv and polls */
         CHECK(pthread_create(&victim, NULL, victim_main, NULL) == 0, "pthread_create");
         while (atomic_load(&entered) < 2)
             sched_yield();
-        sleep_ms(30); /* the victim waits inside MPI_Recv (asleep in the shim) */
+        test_sleep_ms(30); /* the victim waits inside MPI_Recv (asleep in the shim) */
         CHECK(pthread_cancel(victim) == 0, "pthread_cancel");
-        sleep_ms(10);
+        test_sleep_ms(10);
         send_msg(TAG_GO);
         void *res = NULL;
         CHECK(pthread_join(victim, &res) == 0, "join victim");

@@ -19,13 +19,6 @@
 static int rank, size;
 static int watchdog;
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (nanosleep(&ts, &ts) != 0)
-        ;
-}
-
 static void *recv_main(void *arg)
 {
     int tag = (int)(long)arg, v = -1;
@@ -59,15 +52,15 @@ int main(int argc, char **argv)
         pthread_t t3;
         CHECK(pthread_create(&t3, NULL, recv_main, (void *)79L) == 0, "pthread_create");
         if (watchdog) {
-            sleep_ms(300);
+            test_sleep_ms(300);
             raise(SIGUSR1); /* the watchdog's handler: a report, not death */
-            sleep_ms(500);
+            test_sleep_ms(500);
         }
         int go = 1;
         CHECK_MPI(MPI_Send(&go, 1, MPI_INT, 1, 80, MPI_COMM_WORLD));
         pthread_join(t3, NULL);
     } else if (rank == 1) {
-        sleep_ms(watchdog ? 2500 : 10);
+        test_sleep_ms(watchdog ? 2500 : 10);
         for (int tag = 77; tag <= 78; tag++) {
             int v = tag * 3;
             CHECK_MPI(MPI_Send(&v, 1, MPI_INT, 0, tag, MPI_COMM_WORLD));

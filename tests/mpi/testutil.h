@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Rank in MPI_COMM_WORLD, or -1 when MPI is not (or no longer) initialized. */
@@ -254,6 +255,15 @@ static int test_mpich40_flush_local_deviation(void)
     return test_native_mpich40() &&
            test_known_deviation("MPI_Win_flush_local returned before a Get followed by a Put completed",
                                 "MPICH 4.0.2 ch4:ucx");
+}
+
+/* Sleep ms milliseconds, resuming after signals. */
+__attribute__((unused))
+static void test_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0)
+        ;
 }
 
 /* Small convenience for ring-style tests. */
