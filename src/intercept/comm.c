@@ -135,38 +135,29 @@ MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newin
     return rc;
 }
 
-MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm)
+/* MPI_Comm_free and MPI_Comm_disconnect (which also waits for the
+ * communicator's pending traffic): the side tables' entries and any
+ * duplicates go first, inside the user's collective call, or they would
+ * outlive the communicator (and hold the host's context ids). Freeing
+ * MPI_COMM_WORLD/SELF is an error the host reports; their entries stay. */
+static int release(MPI_Comm *comm, int (*host_release)(MPI_Comm *))
 {
-    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+    int user = *comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL;
+    if (user)
         msh_part_comm_del(*comm);
     if (!msh_on())
-        return PMPI_Comm_free(comm);
-    /* The duplicates go first, inside this same collective call. Freeing
-     * MPI_COMM_WORLD/SELF is an error the host reports; keep their entries. */
+        return host_release(comm);
     MSH_PASS_ENTER();
-    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
+    if (user)
         msh_comm_unregister(*comm);
-    int rc = PMPI_Comm_free(comm);
+    int rc = host_release(comm);
     MSH_PASS_EXIT();
     return rc;
 }
 
-/* Releases the communicator like MPI_Comm_free (after waiting for its
- * pending traffic): its entry and duplicates go too, or they would outlive
- * it (and hold the host's context ids). */
-MSH_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm)
-{
-    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
-        msh_part_comm_del(*comm);
-    if (!msh_on())
-        return PMPI_Comm_disconnect(comm);
-    MSH_PASS_ENTER();
-    if (*comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF && *comm != MPI_COMM_NULL)
-        msh_comm_unregister(*comm);
-    int rc = PMPI_Comm_disconnect(comm);
-    MSH_PASS_EXIT();
-    return rc;
-}
+MSH_EXPORT int MPI_Comm_free(MPI_Comm *comm) { return release(comm, PMPI_Comm_free); }
+
+MSH_EXPORT int MPI_Comm_disconnect(MPI_Comm *comm) { return release(comm, PMPI_Comm_disconnect); }
 
 MSH_EXPORT int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info)
 {
