@@ -34,7 +34,7 @@ static req_info *info;
 static _Atomic uint32_t now_tick;
 static pthread_t thread;
 static _Atomic int stop_flag;
-static volatile sig_atomic_t usr1;
+static _Atomic int usr1; /* lock-free, so async-signal-safe */
 static struct sigaction old_usr1;
 static int limit_ticks;
 static MSH_TLS const msh_request *last_noted; /* see msh_watchdog_posted */
@@ -61,7 +61,7 @@ void msh_watchdog_posted_(const msh_request *r)
 static void on_usr1(int sig)
 {
     (void)sig;
-    usr1 = 1; /* the watchdog thread reports at its next tick */
+    atomic_store_explicit(&usr1, 1, memory_order_relaxed); /* reported at the next tick */
 }
 
 /* A growing text buffer; every line gets the "mpishim: " prefix. */
@@ -181,8 +181,7 @@ static void *watch_main(void *arg)
             last_change = tick;
             armed = 1;
         }
-        if (usr1) {
-            usr1 = 0;
+        if (atomic_exchange_explicit(&usr1, 0, memory_order_relaxed)) {
             report("SIGUSR1", tick);
         } else if (armed && (int)(tick - last_change) >= limit_ticks) {
             char why[128];
