@@ -20,7 +20,8 @@
 #   STRESS_ENV       extra VAR=VAL settings for every run under the shim
 #                    (e.g. "MPISHIM_HOST_THREAD=serialized MPISHIM_WAIT=block")
 # One PASS/FAIL line per run, logs in build/stress-logs/; ends with
-# "N passed, N failed"; exits non-zero on any failure.
+# "N passed, N failed, N skipped" (a failed raw-host run is shown as HOST and
+# counted as skipped); exits non-zero on any failure of a shim run.
 set -u
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,6 +48,7 @@ export STRESS_WATCHDOG=$watchdog
 
 passed=0
 failed=0
+skipped=0
 
 for host in "${hosts[@]}"; do
     hb=$build/$host
@@ -102,14 +104,21 @@ for host in "${hosts[@]}"; do
             printf 'PASS %-52s %3ds  seed=%s %s\n' "$name" $((SECONDS - t0)) "$seed" \
                 "$(sed -e 's/^OK stress: //' -e 's/ \[seed=.*//' <<< "$ok")"
         else
-            failed=$((failed + 1))
+            # The raw host's run is a reference: a failure there is the host's
+            # own (Open MPI 4.1.4 deadlocks in concurrent constructors, for
+            # one), shown and counted as skipped, never as the shim's.
+            verdict=FAIL
+            case "$cfg" in
+                *MPISHIM_DISABLE=1*) verdict=HOST; skipped=$((skipped + 1)) ;;
+                *) failed=$((failed + 1)) ;;
+            esac
             if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
                 why="timed out after $((secs + watchdog + 60))s"
             else
                 why=$(grep -m1 -E '^FAIL |watchdog' "$log" | cut -c1-400)
                 [ -n "$why" ] || why="exit code $rc, no OK line"
             fi
-            printf 'FAIL %-52s %3ds  seed=%s ops=%s: %s\n' "$name" $((SECONDS - t0)) "$seed" "$ops" "$why"
+            printf '%s %-52s %3ds  seed=%s ops=%s: %s\n' "$verdict" "$name" $((SECONDS - t0)) "$seed" "$ops" "$why"
             echo "---- last lines of $log"
             grep -E '^(FAIL|WATCHDOG)' "$log" | head -n 20 | cut -c1-300 | sed 's/^/    /'
             echo "----"
@@ -117,5 +126,5 @@ for host in "${hosts[@]}"; do
     done
 done
 
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]
