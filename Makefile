@@ -49,6 +49,11 @@ check: all
 # The MPI tests again, library and programs built with ThreadSanitizer
 # (build/<host>-tsan). Reports inside the host MPI's own (uninstrumented)
 # code are suppressed by tests/tsan.supp; any other report fails the case.
+# ignore_noninstrumented_modules: the host's own memory accesses through
+# intercepted functions (its memcpy into a receive buffer, made by whichever
+# thread drives the host's progress) are not recorded, because only the
+# host's atomics, invisible to TSan, order them before the owner's reads; the
+# tsan_canary case checks that races in instrumented code are still found.
 # UCX's malloc hooks (MPICH's transport) crash under TSan's allocator, also
 # without the shim, so they are turned off for these runs.
 TSAN_FLAGS = -g -O1 -fsanitize=thread
@@ -59,7 +64,7 @@ check-tsan: all
 	      LDFLAGS=-fsanitize=thread $(CONFIGURE_FLAGS) > configure.out) || exit 1; \
 	  $(MAKE) --no-print-directory -C $$d libmpishim.so tests || exit 1; \
 	done
-	TEST_VARIANT=tsan UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp exitcode=66 second_deadlock_stack=1" \
+	TEST_VARIANT=tsan UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1" \
 	  tests/run.sh $(HOSTS)
 
 # The MPI tests again with AddressSanitizer + UndefinedBehaviorSanitizer

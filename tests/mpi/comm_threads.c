@@ -14,7 +14,6 @@
  * communicator) lets the threads' hidden calls interleave differently on
  * different ranks and hang: the runner's timeout catches that.
  */
-/* mpishim-no-tsan[openmpi]: threads block in Open MPI's communicator constructors, whose progress fills other threads' buffers behind the host's uninstrumented atomics (false reports) */
 #include "testutil.h"
 
 #include <pthread.h>

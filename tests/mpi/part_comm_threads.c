@@ -14,7 +14,6 @@
  * communicator tells them apart. Ranks pair up (an odd last rank only
  * constructs).
  */
-/* mpishim-no-tsan[openmpi]: threads block in Open MPI's communicator constructors, whose progress fills other threads' buffers behind the host's uninstrumented atomics (false reports) */
 #include "testutil.h"
 #include "mpishim.h"
 
