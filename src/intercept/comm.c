@@ -29,110 +29,63 @@ static int part_registered(int rc, MPI_Comm newcomm)
     return r == MPI_SUCCESS ? rc : msh_comm_error(newcomm, r);
 }
 
+/* A constructor's body: the host call, then the bookkeeping, inside the
+ * user's collective call. parent: the communicator whose hints the new one
+ * inherits (only MPI_Comm_dup's); info: the hints given with the call. */
+#define MSH_CTOR(call, out, parent, info)                           \
+    do {                                                            \
+        if (!msh_on()) {                                            \
+            int rc0 = (call);                                       \
+            return part_registered(rc0, *(out));                    \
+        }                                                           \
+        MSH_PASS_ENTER();                                           \
+        int rc = (call);                                            \
+        rc = registered(rc, *(out), (parent), (info));              \
+        MSH_PASS_EXIT();                                            \
+        return rc;                                                  \
+    } while (0)
+
 MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Comm_dup(comm, newcomm);
-        return part_registered(rc0, *newcomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_dup(comm, newcomm);
-    rc = registered(rc, *newcomm, comm, MPI_INFO_NULL);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Comm_dup(comm, newcomm), newcomm, comm, MPI_INFO_NULL);
 }
 
+/* dup_with_info replaces the parent's hints with info's. */
 MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Comm_dup_with_info(comm, info, newcomm);
-        return part_registered(rc0, *newcomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
-    /* dup_with_info replaces the parent's hints with info's. */
-    rc = registered(rc, *newcomm, MPI_COMM_NULL, info);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm, MPI_COMM_NULL, info);
 }
 
 MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Comm_split(comm, color, key, newcomm);
-        return part_registered(rc0, *newcomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_split(comm, color, key, newcomm);
-    rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
-        return part_registered(rc0, *newcomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
-    rc = registered(rc, *newcomm, MPI_COMM_NULL, info);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Comm_split_type(comm, split_type, key, info, newcomm), newcomm, MPI_COMM_NULL, info);
 }
 
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Comm_create(comm, group, newcomm);
-        return part_registered(rc0, *newcomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_create(comm, group, newcomm);
-    rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Comm_create_group(comm, group, tag, newcomm);
-        return part_registered(rc0, *newcomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_create_group(comm, group, tag, newcomm);
-    rc = registered(rc, *newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
                                    int tag, MPI_Comm *newintercomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
-        return part_registered(rc0, *newintercomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm);
-    rc = registered(rc, *newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm),
+             newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
-    if (!msh_on()) {
-        int rc0 = PMPI_Intercomm_merge(intercomm, high, newintracomm);
-        return part_registered(rc0, *newintracomm);
-    }
-    MSH_PASS_ENTER();
-    int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
-    rc = registered(rc, *newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
-    MSH_PASS_EXIT();
-    return rc;
+    MSH_CTOR(PMPI_Intercomm_merge(intercomm, high, newintracomm), newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 /* MPI_Comm_free and MPI_Comm_disconnect (which also waits for the
@@ -197,34 +150,21 @@ MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
 
 /* Topology constructors: the same bookkeeping as the others, so that their
  * communicators get duplicates (VCIs) and a partitioned id too. */
-#define MSH_CTOR(call, out, info)                                   \
-    do {                                                            \
-        if (!msh_on()) {                                            \
-            int rc0 = (call);                                       \
-            return part_registered(rc0, *(out));                    \
-        }                                                           \
-        MSH_PASS_ENTER();                                           \
-        int rc = (call);                                            \
-        rc = registered(rc, *(out), MPI_COMM_NULL, (info));         \
-        MSH_PASS_EXIT();                                            \
-        return rc;                                                  \
-    } while (0)
-
 MSH_EXPORT int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
                                MPI_Comm *comm_cart)
 {
-    MSH_CTOR(PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart), comm_cart, MPI_INFO_NULL);
+    MSH_CTOR(PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart), comm_cart, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm, MPI_INFO_NULL);
+    MSH_CTOR(PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int indx[], const int edges[], int reorder,
                                 MPI_Comm *comm_graph)
 {
-    MSH_CTOR(PMPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph), comm_graph, MPI_INFO_NULL);
+    MSH_CTOR(PMPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph), comm_graph, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
@@ -233,7 +173,7 @@ MSH_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources
 {
     MSH_CTOR(PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder,
                                     comm_dist_graph),
-             comm_dist_graph, info);
+             comm_dist_graph, MPI_COMM_NULL, info);
 }
 
 MSH_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
@@ -243,5 +183,5 @@ MSH_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, c
 {
     MSH_CTOR(PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations,
                                              destweights, info, reorder, comm_dist_graph),
-             comm_dist_graph, info);
+             comm_dist_graph, MPI_COMM_NULL, info);
 }

@@ -15,8 +15,9 @@ typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 
 static inline int my_rank(const msh_comm *mc) { return mc ? mc->rank : 0; }
 
-/* Solo path (shim.h): the host call itself, on the route's communicator,
- * so that messages keep their order when the process leaves solo mode. */
+/* The host's nonblocking or persistent send of mode op. Also the solo path
+ * (shim.h): the host call itself, on the route's communicator, so that
+ * messages keep their order when the process leaves solo mode. */
 static int solo_post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest,
                           int tag, MPI_Comm c, MPI_Request *req)
 {
@@ -121,6 +122,17 @@ static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message
     return rc == MPI_SUCCESS ? msh_host_wait(&q, status) : rc;
 }
 
+/* The route of a receive (or probe) from source with tag on comm, after
+ * refusing a wildcard the communicator's assertions rule out. */
+static inline int recv_route(MPI_Comm comm, int source, int tag, msh_route *rt)
+{
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
+    if (rc == MPI_SUCCESS)
+        msh_route_of(comm, mc, source, my_rank(mc), tag, rt);
+    return rc;
+}
+
 static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
 {
     if (MSH_LIKELY(msh_comm_plain()))
@@ -146,21 +158,7 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    if (!persistent) {
-        switch (op) {
-        case OP_SSEND: rc = PMPI_Issend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        case OP_BSEND: rc = PMPI_Ibsend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        case OP_RSEND: rc = PMPI_Irsend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        default:       rc = PMPI_Isend(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        }
-    } else {
-        switch (op) {
-        case OP_SSEND: rc = PMPI_Ssend_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        case OP_BSEND: rc = PMPI_Bsend_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        case OP_RSEND: rc = PMPI_Rsend_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        default:       rc = PMPI_Send_init(buf, count, dt, dest, tag, rt.comm, &r->host); break;
-        }
-    }
+    rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, rt.comm, &r->host);
     if (msh_cfg.stats && rc == MPI_SUCCESS) {
         int sz = 0;
         if (PMPI_Type_size(dt, &sz) == MPI_SUCCESS)
@@ -183,12 +181,10 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         msh_solo_exit();
         return rc;
     }
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
+    msh_route rt;
+    int rc = recv_route(comm, source, tag, &rt);
     if (rc != MPI_SUCCESS)
         return rc;
-    msh_route rt;
-    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
     if (solo_ok && msh_solo_enter_req()) {
         rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, req)
                         : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
@@ -298,13 +294,10 @@ MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int t
             msh_solo_exit();
             return rc;
         }
-        msh_comm *mc = msh_comm_lookup(comm);
-        int rc = msh_check_wildcards(comm, mc, source, tag);
-        if (rc == MPI_SUCCESS) {
-            msh_route rt;
-            msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+        msh_route rt;
+        int rc = recv_route(comm, source, tag, &rt);
+        if (rc == MPI_SUCCESS)
             rc = fwd_recv(buf, count, dt, source, tag, rt.comm, status);
-        }
         msh_solo_exit();
         return rc;
     }
@@ -338,15 +331,11 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
         return fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, comm, recvbuf, recvcount, recvtype, source,
                             recvtag, comm, status);
     if (msh_solo_enter()) {
-        msh_comm *mc = msh_comm_lookup(comm);
-        int rc = msh_check_wildcards(comm, mc, source, recvtag);
-        if (rc == MPI_SUCCESS) {
-            msh_route rr_, sr_;
-            msh_route_of(comm, mc, source, my_rank(mc), recvtag, &rr_);
-            msh_route_of(comm, mc, my_rank(mc), dest, sendtag, &sr_);
-            rc = fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, sr_.comm, recvbuf, recvcount, recvtype,
-                              source, recvtag, rr_.comm, status);
-        }
+        msh_route rr_;
+        int rc = recv_route(comm, source, recvtag, &rr_);
+        if (rc == MPI_SUCCESS)
+            rc = fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, send_route(comm, dest, sendtag), recvbuf,
+                              recvcount, recvtype, source, recvtag, rr_.comm, status);
         msh_solo_exit();
         return rc;
     }
@@ -411,48 +400,47 @@ static void probe_backoff(msh_vci *v)
         sched_yield();
 }
 
+/* The four probes: message == NULL for Probe/Iprobe, flag == NULL for the
+ * blocking ones (which loop on the nonblocking host probe, giving progress
+ * a chance between tries, so no thread blocks in the host). */
+static int probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status)
+{
+    msh_route rt;
+    int rc = recv_route(comm, source, tag, &rt);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int e = error_of(status);
+    if (!flag && msh_solo_enter()) {
+        rc = fwd_probe(source, tag, rt.comm, message, status);
+        msh_solo_exit();
+        return keep_error(status, e, rc);
+    }
+    for (;;) {
+        int f = 0;
+        msh_vci_lock(rt.vci);
+        rc = message ? PMPI_Improbe(source, tag, rt.comm, &f, message, status)
+                     : PMPI_Iprobe(source, tag, rt.comm, &f, status);
+        msh_vci_unlock(rt.vci);
+        if (flag && rc == MPI_SUCCESS)
+            *flag = f;
+        if (flag || rc != MPI_SUCCESS || f)
+            return keep_error(status, e, rc);
+        probe_backoff(rt.vci);
+    }
+}
+
 MSH_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
     if (!msh_on())
         return PMPI_Iprobe(source, tag, comm, flag, status);
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    msh_route rt;
-    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-    int e = error_of(status);
-    msh_vci_lock(rt.vci);
-    rc = PMPI_Iprobe(source, tag, rt.comm, flag, status);
-    msh_vci_unlock(rt.vci);
-    return keep_error(status, e, rc);
+    return probe(source, tag, comm, flag, NULL, status);
 }
 
 MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
         return fwd_probe(source, tag, comm, NULL, status);
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    msh_route rt;
-    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-    int e = error_of(status);
-    if (msh_solo_enter()) {
-        rc = fwd_probe(source, tag, rt.comm, NULL, status);
-        msh_solo_exit();
-        return keep_error(status, e, rc);
-    }
-    for (;;) {
-        int flag = 0;
-        msh_vci_lock(rt.vci);
-        rc = PMPI_Iprobe(source, tag, rt.comm, &flag, status);
-        msh_vci_unlock(rt.vci);
-        if (rc != MPI_SUCCESS || flag)
-            return keep_error(status, e, rc);
-        probe_backoff(rt.vci);
-    }
+    return probe(source, tag, comm, NULL, NULL, status);
 }
 
 MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
@@ -460,44 +448,14 @@ MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Me
 {
     if (!msh_on())
         return PMPI_Improbe(source, tag, comm, flag, message, status);
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    msh_route rt;
-    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-    int e = error_of(status);
-    msh_vci_lock(rt.vci);
-    rc = PMPI_Improbe(source, tag, rt.comm, flag, message, status);
-    msh_vci_unlock(rt.vci);
-    return keep_error(status, e, rc);
+    return probe(source, tag, comm, flag, message, status);
 }
 
 MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
 {
     if (!msh_on())
         return fwd_probe(source, tag, comm, message, status);
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    msh_route rt;
-    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
-    int e = error_of(status);
-    if (msh_solo_enter()) {
-        rc = fwd_probe(source, tag, rt.comm, message, status);
-        msh_solo_exit();
-        return keep_error(status, e, rc);
-    }
-    for (;;) {
-        int flag = 0;
-        msh_vci_lock(rt.vci);
-        rc = PMPI_Improbe(source, tag, rt.comm, &flag, message, status);
-        msh_vci_unlock(rt.vci);
-        if (rc != MPI_SUCCESS || flag)
-            return keep_error(status, e, rc);
-        probe_backoff(rt.vci);
-    }
+    return probe(source, tag, comm, NULL, message, status);
 }
 
 /* A matched message carries no communicator: its receive goes on the
