@@ -1154,7 +1154,7 @@ int msh_part_cancel(msh_request *r)
 
 /* ------------------------------------------------------------ Pready / Parrived */
 
-int msh_part_pready(msh_request *r, int partition)
+int msh_part_check_ready(msh_request *r, int partition)
 {
     msh_part *p = r->ext;
     if (!p->send)
@@ -1163,6 +1163,15 @@ int msh_part_pready(msh_request *r, int partition)
         return MPI_ERR_ARG;
     if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_INACTIVE)
         return MPI_ERR_REQUEST;
+    return MPI_SUCCESS;
+}
+
+int msh_part_pready(msh_request *r, int partition)
+{
+    int rc = msh_part_check_ready(r, partition);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    msh_part *p = r->ext;
     if (atomic_exchange_explicit(&p->readied[partition], 1, memory_order_acq_rel))
         return MPI_ERR_ARG; /* readied twice in this round */
     part_msg *g = &p->msg[partition / p->group];
@@ -1170,7 +1179,7 @@ int msh_part_pready(msh_request *r, int partition)
      * one PMPI_Start (release: its partitions' data is written). */
     if (atomic_fetch_add_explicit(&g->ready, 1, memory_order_acq_rel) + 1 == g->nparts) {
         hl();
-        int rc = PMPI_Start(&g->host);
+        rc = PMPI_Start(&g->host);
         hu();
         if (rc != MPI_SUCCESS) {
             pthread_mutex_lock(&p->lock);
@@ -1183,18 +1192,6 @@ int msh_part_pready(msh_request *r, int partition)
         }
         atomic_store_explicit(&g->started, 1, memory_order_release);
     }
-    return MPI_SUCCESS;
-}
-
-int msh_part_check_ready(msh_request *r, int partition)
-{
-    msh_part *p = r->ext;
-    if (!p->send)
-        return MPI_ERR_REQUEST;
-    if (partition < 0 || partition >= p->partitions)
-        return MPI_ERR_ARG;
-    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_INACTIVE)
-        return MPI_ERR_REQUEST;
     return MPI_SUCCESS;
 }
 
