@@ -7,9 +7,11 @@ Instead of writing them by hand (and missing some), this script reads the
 host's preprocessed mpi.h, keeps every MPI_X whose PMPI_X is both declared
 and exported by the host library, drops the ones mpishim implements by hand
 (found with nm in the hand-written objects), and writes one C file.
-Every generated wrapper goes through MSH_PASS_ENTER/EXIT (src/intercept/
-passthru.h), the single place where pass-through calls get serialized when
-the host runs below MPI_THREAD_MULTIPLE.
+The generator stays declarative: it sorts each call into a class (plain
+pass-through, blocking collective run as its nonblocking twin, RMA call
+routed to an internal window) and fills in that class's template; what a
+class does (serializing the host, the solo path, routing, error handlers)
+is C in src/intercept/wrap.h and passthru.h.
 
 Usage: wrapgen.py --decls mpi.i --host-syms syms.txt --hand hand.txt
                   --out wrappers.c [--list wrapped.txt]
@@ -165,6 +167,41 @@ def rma_class(n):
     return "data" if base in RMA_DATA else "acc" if base in RMA_ACC else None
 
 
+# Generated bodies, one template per call class; the policy they follow is
+# in the C helpers they call (src/intercept/wrap.h).
+RMA_ROUTED = """static MSH_NOINLINE {ret} msh_routed_{name}({plist})
+{{
+    if (!msh_on())
+        return P{name}({args});
+    MPI_Win w_ = msh_win_route_{cls}({win}, {target});
+    MSH_PASS_ENTER();
+    int rc_ = P{name}({routed_args});
+    MSH_PASS_EXIT();
+    return msh_rma_leave({win}, w_, rc_);
+}}
+
+MSH_EXPORT {ret} {name}({plist})
+{{
+    if (MSH_LIKELY(msh_win_direct()))
+        return P{name}({args});
+    return msh_routed_{name}({args});
+}}
+
+"""
+
+COLLECTIVE = """MSH_EXPORT {ret} {name}({plist})
+{{
+    if (!msh_on())
+        return P{name}({args});
+    MPI_Request r_;
+    msh_coll_ctx c_ = msh_coll_enter({comm});
+    int rc_ = P{twin}({args}, &r_);
+    return msh_coll_leave(c_, rc_, r_);
+}}
+
+"""
+
+
 def rma_routed(ret, n, plist, args, params, cls):
     """MPI_Put and friends: the same host call on the routed window. While no
     window is split and the host is not serialized (msh_win_direct), the
@@ -178,47 +215,17 @@ def rma_routed(ret, n, plist, args, params, cls):
     else:  # the first int after the first datatype (every RMA call's layout)
         dt = types.index("MPI_Datatype")
         tr = next(i for i in range(dt + 1, len(types)) if types[i] == "int")
-    win, target = args[wins[0]], args[tr]
     routed = list(args)
     routed[wins[0]] = "w_"
-    a = ", ".join(args)
-    return ("static MSH_NOINLINE %s msh_routed_%s(%s)\n{\n"
-            "    if (!msh_on())\n        return P%s(%s);\n"
-            "    MPI_Win w_ = msh_win_route_%s(%s, %s);\n"
-            "    MSH_PASS_ENTER();\n"
-            "    int rc_ = P%s(%s);\n"
-            "    MSH_PASS_EXIT();\n"
-            "    if (MSH_UNLIKELY(rc_ != MPI_SUCCESS) && w_ != %s) /* internal windows return errors */\n"
-            "        PMPI_Win_call_errhandler(%s, rc_);\n"
-            "    return rc_;\n}\n\n"
-            "MSH_EXPORT %s %s(%s)\n{\n"
-            "    if (MSH_LIKELY(msh_win_direct()))\n        return P%s(%s);\n"
-            "    return msh_routed_%s(%s);\n}\n\n"
-            % (ret, n, plist, n, a, cls, win, target, n, ", ".join(routed), win, win,
-               ret, n, plist, n, a, n, a))
+    return RMA_ROUTED.format(ret=ret, name=n, plist=plist, args=", ".join(args), cls=cls, win=args[wins[0]],
+                             target=args[tr], routed_args=", ".join(routed))
 
 
 def blocking_via_nonblocking(ret, n, plist, args, params, twin):
     """A blocking collective as its nonblocking form plus a shim wait, so a
     thread waiting in it sleeps instead of spinning in the host (rule 2)."""
     comm = [a for a, t in zip(args, param_types(params)) if t.startswith("MPI_Comm")][-1]
-    return ("MSH_EXPORT %s %s(%s)\n{\n"
-            "    if (!msh_on())\n        return P%s(%s);\n"
-            "    if (msh_solo_enter()) {\n"
-            "        /* the twin here too: blocking and nonblocking collectives do not match */\n"
-            "        MPI_Request q_;\n"
-            "        int s_ = P%s(%s);\n"
-            "        if (s_ == MPI_SUCCESS)\n"
-            "            s_ = msh_part_setup_pending() ? msh_host_wait(&q_, MPI_STATUS_IGNORE)\n"
-            "                                          : PMPI_Wait(&q_, MPI_STATUS_IGNORE);\n"
-            "        msh_solo_exit();\n"
-            "        return s_;\n"
-            "    }\n"
-            "    msh_vci *v_ = msh_coll_begin(%s);\n"
-            "    MPI_Request r_;\n"
-            "    int rc_ = P%s(%s);\n"
-            "    return msh_coll_finish(v_, rc_, r_, MPI_STATUS_IGNORE);\n}\n\n"
-            % (ret, n, plist, n, ", ".join(args), twin, ", ".join(args + ["&q_"]), comm, twin, ", ".join(args + ["&r_"])))
+    return COLLECTIVE.format(ret=ret, name=n, plist=plist, args=", ".join(args), comm=comm, twin=twin)
 
 
 def main():
@@ -299,8 +306,7 @@ def main():
             f.write("/* routed to an internal window: %s */\n" % n)
         for n, why in skipped:
             f.write("/* skipped %s: %s */\n" % (n, why))
-        f.write("#include <mpi.h>\n#include \"core/common.h\"\n#include \"intercept/passthru.h\"\n"
-                "#include \"intercept/shim.h\"\n#include \"partitioned/part.h\"\n#include \"vci/win.h\"\n\n")
+        f.write("#include \"intercept/wrap.h\"\n\n")
         f.write("".join(body))
         f.write("const char *const msh_passthru_names[] = {\n")
         for n in wrapped:

@@ -1,0 +1,64 @@
+/* The C side of the generated wrappers (tools/wrapgen.py).
+ *
+ * The generator only describes calls: for each MPI_X of the host it picks a
+ * call class and writes a body that calls the class's helpers below, so that
+ * every policy a generated wrapper follows (serialized host, solo path,
+ * partitioned progress, window routing, error handlers) is stated here once,
+ * in C. Classes:
+ *   pass-through    MSH_PASS_ENTER/EXIT around the host call (passthru.h);
+ *   collective      a blocking collective as its nonblocking twin plus a
+ *                   wait: msh_coll_enter / msh_coll_leave;
+ *   routed RMA      the host call on the window's route: msh_win_direct()
+ *                   inline, else msh_rma_route_* / msh_rma_leave. */
+#ifndef MSH_INTERCEPT_WRAP_H
+#define MSH_INTERCEPT_WRAP_H
+
+#include <mpi.h>
+
+#include "core/common.h"
+#include "intercept/passthru.h"
+#include "intercept/shim.h"
+#include "partitioned/part.h"
+#include "vci/win.h"
+
+/* ------------------------------------------------------------ collectives */
+
+/* A thread waiting in a blocking collective sleeps on the sync object
+ * instead of spinning in the host (design brief rule 2). On the solo path
+ * the twin is used too: a blocking and a nonblocking collective do not
+ * match each other, so every rank must use the same form. */
+typedef struct {
+    msh_vci *v; /* locked by msh_coll_begin; NULL on the solo path */
+} msh_coll_ctx;
+
+static inline msh_coll_ctx msh_coll_enter(MPI_Comm comm)
+{
+    msh_coll_ctx c = { NULL };
+    if (!msh_solo_enter())
+        c.v = msh_coll_begin(comm);
+    return c;
+}
+
+/* rc and req: what the nonblocking twin returned. */
+static inline int msh_coll_leave(msh_coll_ctx c, int rc, MPI_Request req)
+{
+    if (c.v)
+        return msh_coll_finish(c.v, rc, req, MPI_STATUS_IGNORE);
+    if (rc == MPI_SUCCESS)
+        rc = msh_part_setup_pending() ? msh_host_wait(&req, MPI_STATUS_IGNORE) : PMPI_Wait(&req, MPI_STATUS_IGNORE);
+    msh_solo_exit();
+    return rc;
+}
+
+/* ------------------------------------------------------------ routed RMA */
+
+/* After the host call on the routed window w: an internal window returns
+ * errors, so the user window's handler is called here. */
+static inline int msh_rma_leave(MPI_Win user, MPI_Win w, int rc)
+{
+    if (MSH_UNLIKELY(rc != MPI_SUCCESS) && w != user)
+        PMPI_Win_call_errhandler(user, rc);
+    return rc;
+}
+
+#endif
