@@ -1,0 +1,135 @@
+/*
+ * threads.c - the shape of MPICH's conformance test threads/pt2pt/threads.c
+ * as a benchmark (issue 15, "never slower than raw"): written anew, no code
+ * taken from it.
+ *
+ * 2 ranks (any even number: pairs 2k, 2k+1); even ranks send, odd ranks
+ * receive, every thread on MPI_COMM_WORLD with tag 0, so any message may
+ * match any thread's receive. For nt = 1 .. T threads in turn (threads made
+ * and joined for each nt, a thread barrier before and after, as the test
+ * does), each thread runs LOOPS x 16 messages, in three phases:
+ *   procnull     blocking MPI_Send/MPI_Recv to MPI_PROC_NULL, 0 bytes;
+ *   blocking     blocking MPI_Send/MPI_Recv, sizes 0, 1, 4, ..., 1024 bytes;
+ *   nonblocking  windows of 16 MPI_Isend/MPI_Irecv + MPI_Waitall, same sizes.
+ * The received data is checked (every byte the sender's pattern for that size).
+ *
+ * Usage: mpirun -np 2 threads [-t T] [-l LOOPS]     (defaults T = 4, LOOPS = 1000)
+ * Output (rank 0), one line:
+ *   threads: T=4 loops=1000 shim=0|1 procnull=S blocking=S nonblocking=S total=S
+ * seconds of each phase (max over ranks).
+ */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BENCH_PROG "threads"
+#include "common.h"
+
+#define WIN 16
+#define MAXSZ 1024
+#define MAXT 64
+
+static int nthreads = 4, loops = 1000;
+static int peer_of_rank, procnull, blocking, msg;
+static pthread_barrier_t bar;
+
+static void check_data(const unsigned char *b, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (b[i] != (unsigned char)(n + i))
+            die("received data differs from what was sent");
+}
+
+static void *run(void *arg)
+{
+    (void)arg;
+    unsigned char sb[MAXSZ], rb[WIN][MAXSZ];
+    MPI_Request rq[WIN];
+    MPI_Status st[WIN];
+    int peer = procnull ? MPI_PROC_NULL : peer_of_rank, sender = rank % 2 == 0;
+    for (int i = 0; i < msg; i++)
+        sb[i] = (unsigned char)(msg + i);
+    pthread_barrier_wait(&bar);
+    for (int l = 0; l < loops; l++) {
+        if (blocking) {
+            for (int j = 0; j < WIN; j++) {
+                if (sender)
+                    check_mpi(MPI_Send(sb, msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD), "MPI_Send");
+                else
+                    check_mpi(MPI_Recv(rb[0], msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+            }
+            if (!sender && !procnull)
+                check_data(rb[0], msg);
+            continue;
+        }
+        for (int j = 0; j < WIN; j++) {
+            if (sender)
+                check_mpi(MPI_Isend(sb, msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &rq[j]), "MPI_Isend");
+            else
+                check_mpi(MPI_Irecv(rb[j], msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &rq[j]), "MPI_Irecv");
+        }
+        check_mpi(MPI_Waitall(WIN, rq, st), "MPI_Waitall");
+        if (!sender)
+            for (int j = 0; j < WIN; j++)
+                check_data(rb[j], msg);
+    }
+    pthread_barrier_wait(&bar);
+    return NULL;
+}
+
+/* One phase at the current settings: nt = 1 .. T threads in turn. */
+static double phase(void)
+{
+    double t0 = now();
+    for (int nt = 1; nt <= nthreads; nt++) {
+        pthread_t th[MAXT];
+        check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+        pthread_barrier_init(&bar, NULL, (unsigned)nt);
+        for (int i = 1; i < nt; i++)
+            if (pthread_create(&th[i], NULL, run, NULL) != 0)
+                die("pthread_create failed");
+        run(NULL);
+        for (int i = 1; i < nt; i++)
+            pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&bar);
+    }
+    double t = now() - t0, tmax = 0;
+    check_mpi(MPI_Allreduce(&t, &tmax, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD), "MPI_Allreduce");
+    return tmax;
+}
+
+int main(int argc, char **argv)
+{
+    int provided, size, c;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    while ((c = getopt(argc, argv, "t:l:")) != -1) {
+        if (c == 't')
+            nthreads = atoi(optarg);
+        else if (c == 'l')
+            loops = atoi(optarg);
+        else
+            die("usage: threads [-t T] [-l LOOPS]");
+    }
+    if (provided < MPI_THREAD_MULTIPLE)
+        die("MPI_THREAD_MULTIPLE not provided");
+    if (size % 2 || nthreads < 1 || nthreads > MAXT || loops < 1)
+        die("needs an even number of ranks, 1 <= T <= 64 and LOOPS >= 1");
+    peer_of_rank = rank % 2 ? rank - 1 : rank + 1;
+
+    double tp, tb = 0, tn = 0;
+    procnull = 1, blocking = 1, msg = 0;
+    tp = phase();
+    procnull = 0;
+    for (msg = 0; msg <= MAXSZ; msg = msg ? msg * 4 : 1)
+        tb += phase();
+    blocking = 0;
+    for (msg = 0; msg <= MAXSZ; msg = msg ? msg * 4 : 1)
+        tn += phase();
+    if (rank == 0)
+        printf("threads: T=%d loops=%d shim=%d procnull=%.3f blocking=%.3f nonblocking=%.3f total=%.3f\n", nthreads,
+               loops, shim_active(), tp, tb, tn, tp + tb + tn);
+    MPI_Finalize();
+    return 0;
+}
