@@ -39,6 +39,13 @@ program ft_threads
     call MPI_Comm_dup(MPI_COMM_WORLD, comms(i), ierr)
   end do
 
+  ! What this rank sends and receives point-to-point, for the runner's
+  ! MPISHIM_STATS=1 check (each counted once: windows, blocking, wildcard
+  ! on the even side / odd side, test loops).
+  print '(a,i0,a,i0,a,i0)', 'FT-EXPECT rank ', rank, ' sends ', &
+    ROUNDS * T * (NWIN + 1 + 3 + merge(1, 0, mod(rank, 2) == 0)), ' recvs ', &
+    ROUNDS * T * (NWIN + 1 + 3 + merge(1, 0, mod(rank, 2) == 1))
+
   errs = 0
 !$omp parallel num_threads(T) reduction(+:errs)
   call windows(omp_get_thread_num(), errs)
