@@ -26,24 +26,43 @@ import re
 import sys
 
 # Arguments in Fortran order (the C call takes the same order), name:kind.
-# Kinds: buf (choice buffer), int (INTEGER value), datatype/comm/op (INTEGER
-# handles), int_out, logical_out, index_out (0-based C, 1-based Fortran),
-# request_out, request_inout, comm_out, comm_inout, status_out, status_in,
-# requests_inout(n), statuses_out(n[,filled]), indices_out(n,filled).
+# Kinds: buf (choice buffer), int (INTEGER value), int_array (INTEGER array
+# in), logical_in, logical_array(n), datatype/comm/op/group/info/errhandler/
+# request (INTEGER handles in), int_out, logical_out, index_out (0-based C,
+# 1-based Fortran), request_out, request_inout, message_out, message_inout,
+# comm_out, comm_inout, info_out, status_out, status_in, requests_inout(n),
+# statuses_out(n[,filled]), indices_out(n,filled).
 # IERROR is the last argument of every call and is not listed.
 CALLS = """
 Init
 Init_thread   required:int provided:int_out
+Query_thread  provided:int_out
 Finalize
 Send          buf:buf count:int datatype:datatype dest:int tag:int comm:comm
 Ssend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm
+Rsend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm
+Bsend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm
 Isend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
 Issend        buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Irsend        buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Ibsend        buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
 Recv          buf:buf count:int datatype:datatype source:int tag:int comm:comm status:status_out
 Irecv         buf:buf count:int datatype:datatype source:int tag:int comm:comm request:request_out
+Send_init     buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Ssend_init    buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Rsend_init    buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Bsend_init    buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Recv_init     buf:buf count:int datatype:datatype source:int tag:int comm:comm request:request_out
+Start         request:request_inout
+Startall      count:int requests:requests_inout(count)
 Sendrecv      sendbuf:buf sendcount:int sendtype:datatype dest:int sendtag:int recvbuf:buf recvcount:int recvtype:datatype source:int recvtag:int comm:comm status:status_out
+Sendrecv_replace buf:buf count:int datatype:datatype dest:int sendtag:int source:int recvtag:int comm:comm status:status_out
 Probe         source:int tag:int comm:comm status:status_out
 Iprobe        source:int tag:int comm:comm flag:logical_out status:status_out
+Mprobe        source:int tag:int comm:comm message:message_out status:status_out
+Improbe       source:int tag:int comm:comm flag:logical_out message:message_out status:status_out
+Mrecv         buf:buf count:int datatype:datatype message:message_inout status:status_out
+Imrecv        buf:buf count:int datatype:datatype message:message_inout request:request_out
 Wait          request:request_inout status:status_out
 Test          request:request_inout flag:logical_out status:status_out
 Waitall       count:int requests:requests_inout(count) statuses:statuses_out(count)
@@ -52,6 +71,7 @@ Waitany       count:int requests:requests_inout(count) index:index_out status:st
 Testany       count:int requests:requests_inout(count) index:index_out flag:logical_out status:status_out
 Waitsome      incount:int requests:requests_inout(incount) outcount:int_out indices:indices_out(incount,outcount) statuses:statuses_out(incount,outcount)
 Testsome      incount:int requests:requests_inout(incount) outcount:int_out indices:indices_out(incount,outcount) statuses:statuses_out(incount,outcount)
+Request_get_status request:request flag:logical_out status:status_out
 Request_free  request:request_inout
 Cancel        request:request_inout
 Get_count     status:status_in datatype:datatype count:int_out
@@ -59,12 +79,42 @@ Barrier       comm:comm
 Bcast         buffer:buf count:int datatype:datatype root:int comm:comm
 Reduce        sendbuf:buf recvbuf:buf count:int datatype:datatype op:op root:int comm:comm
 Allreduce     sendbuf:buf recvbuf:buf count:int datatype:datatype op:op comm:comm
+Reduce_scatter_block sendbuf:buf recvbuf:buf recvcount:int datatype:datatype op:op comm:comm
+Reduce_scatter sendbuf:buf recvbuf:buf recvcounts:int_array datatype:datatype op:op comm:comm
+Scan          sendbuf:buf recvbuf:buf count:int datatype:datatype op:op comm:comm
+Exscan        sendbuf:buf recvbuf:buf count:int datatype:datatype op:op comm:comm
+Gather        sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype root:int comm:comm
+Gatherv       sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcounts:int_array displs:int_array recvtype:datatype root:int comm:comm
+Scatter       sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype root:int comm:comm
+Scatterv      sendbuf:buf sendcounts:int_array displs:int_array sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype root:int comm:comm
+Allgather     sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype comm:comm
+Allgatherv    sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcounts:int_array displs:int_array recvtype:datatype comm:comm
+Alltoall      sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype comm:comm
+Alltoallv     sendbuf:buf sendcounts:int_array sdispls:int_array sendtype:datatype recvbuf:buf recvcounts:int_array rdispls:int_array recvtype:datatype comm:comm
 Comm_dup      comm:comm newcomm:comm_out
+Comm_dup_with_info comm:comm info:info newcomm:comm_out
 Comm_split    comm:comm color:int key:int newcomm:comm_out
+Comm_split_type comm:comm split_type:int key:int info:info newcomm:comm_out
+Comm_create   comm:comm group:group newcomm:comm_out
+Comm_create_group comm:comm group:group tag:int newcomm:comm_out
+Cart_create   comm_old:comm ndims:int dims:int_array periods:logical_array(ndims) reorder:logical_in comm_cart:comm_out
+Intercomm_create local_comm:comm local_leader:int peer_comm:comm remote_leader:int tag:int newintercomm:comm_out
+Intercomm_merge intercomm:comm high:logical_in newintracomm:comm_out
 Comm_free     comm:comm_inout
+Comm_disconnect comm:comm_inout
+Comm_set_errhandler comm:comm errhandler:errhandler
+Comm_set_info comm:comm info:info
+Comm_get_info comm:comm info_used:info_out
 """
 
-F2C = {"datatype": "MPI_Type_f2c", "comm": "MPI_Comm_f2c", "op": "MPI_Op_f2c"}
+F2C = {"datatype": "MPI_Type_f2c", "comm": "MPI_Comm_f2c", "op": "MPI_Op_f2c", "group": "MPI_Group_f2c",
+       "info": "MPI_Info_f2c", "errhandler": "MPI_Errhandler_f2c", "request": "MPI_Request_f2c"}
+# Handles a call returns (kind_out) or takes and returns (kind_inout): C type,
+# null value, f2c, c2f.
+OUT = {"request": ("MPI_Request", "MPI_REQUEST_NULL", "MPI_Request_f2c", "MPI_Request_c2f"),
+       "comm": ("MPI_Comm", "MPI_COMM_NULL", "MPI_Comm_f2c", "MPI_Comm_c2f"),
+       "message": ("MPI_Message", "MPI_MESSAGE_NULL", "MPI_Message_f2c", "MPI_Message_c2f"),
+       "info": ("MPI_Info", "MPI_INFO_NULL", "MPI_Info_f2c", "MPI_Info_c2f")}
 
 
 def parse_calls(text):
@@ -102,22 +152,26 @@ def gen_body(call, args):
             pre.append("int %s = MPI_UNDEFINED;" % c)
             cargs.append("&" + c)
             post.append("*%s = %s == MPI_UNDEFINED ? MPI_UNDEFINED : %s + 1;" % (name, c, c))
-        elif kind == "request_out":
-            pre.append("MPI_Request %s = MPI_REQUEST_NULL;" % c)
+        elif kind == "int_array":
+            cargs.append("(int *)" + name)  # MPI_Fint is int (fwrap.h checks)
+        elif kind == "logical_in":
+            cargs.append("*%s != MSH_F_FALSE" % name)
+        elif kind == "logical_array":
+            pre.append("msh_f_ints %s;" % c)
+            pre.append("ok &= msh_f_logicals_in(&%s, *%s, %s);" % (c, n, name))
+            cargs.append(c + ".c")
+            release.append(c)
+            allocs = True
+        elif kind.endswith("_out") and kind[:-4] in OUT:
+            ctype, null, _, c2f = OUT[kind[:-4]]
+            pre.append("%s %s = %s;" % (ctype, c, null))
             cargs.append("&" + c)
-            post.append("*%s = MPI_Request_c2f(%s);" % (name, c))
-        elif kind == "request_inout":
-            pre.append("MPI_Request %s = MPI_Request_f2c(*%s);" % (c, name))
+            post.append("*%s = %s(%s);" % (name, c2f, c))
+        elif kind.endswith("_inout") and kind[:-6] in OUT:
+            ctype, _, f2c, c2f = OUT[kind[:-6]]
+            pre.append("%s %s = %s(*%s);" % (ctype, c, f2c, name))
             cargs.append("&" + c)
-            post.append("*%s = MPI_Request_c2f(%s);" % (name, c))
-        elif kind == "comm_out":
-            pre.append("MPI_Comm %s = MPI_COMM_NULL;" % c)
-            cargs.append("&" + c)
-            post.append("*%s = MPI_Comm_c2f(%s);" % (name, c))
-        elif kind == "comm_inout":
-            pre.append("MPI_Comm %s = MPI_Comm_f2c(*%s);" % (c, name))
-            cargs.append("&" + c)
-            post.append("*%s = MPI_Comm_c2f(%s);" % (name, c))
+            post.append("*%s = %s(%s);" % (name, c2f, c))
         elif kind == "status_out":
             pre.append("MPI_Status %s;" % c)
             pre.append("memset(&%s, 0, sizeof %s);" % (c, c))

@@ -19,6 +19,9 @@
 #define MPI_F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(MPI_Fint)))
 #endif
 
+/* INTEGER arrays (counts, displacements, dims) are passed to C as they are. */
+_Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER is not a C int on this host");
+
 /* gfortran's LOGICAL values (both hosts build their Fortran layer with it). */
 #define MSH_F_TRUE 1
 #define MSH_F_FALSE 0
@@ -106,6 +109,16 @@ static inline int msh_f_ints_in(msh_f_ints *a, MPI_Fint n)
     int len = msh_f_len(n);
     a->c = len <= MSH_F_STACK ? a->stack : malloc((size_t)len * sizeof *a->c);
     return a->c != NULL;
+}
+
+/* LOGICAL arrays in (MPI_Cart_create's periods): C wants int 0/1. */
+static inline int msh_f_logicals_in(msh_f_ints *a, MPI_Fint n, const MPI_Fint *f)
+{
+    if (!msh_f_ints_in(a, n))
+        return 0;
+    for (int i = 0; i < msh_f_len(n); i++)
+        a->c[i] = f[i] != MSH_F_FALSE;
+    return 1;
 }
 
 static inline void msh_f_indices_out(const msh_f_ints *a, int n, MPI_Fint *f)

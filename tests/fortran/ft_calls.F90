@@ -3,7 +3,12 @@
 ! MPI_Issend, MPI_Sendrecv, MPI_Iprobe, MPI_Waitany (down to MPI_UNDEFINED),
 ! MPI_Waitsome, MPI_Testall, MPI_Testsome (1-based indices, statuses of the
 ! completed ones), MPI_Request_free, MPI_Cancel, MPI_Bcast, MPI_Reduce with
-! MPI_IN_PLACE, and MPI_BOTTOM with absolute-address datatypes.
+! MPI_IN_PLACE; persistent requests (MPI_Send_init, MPI_Recv_init,
+! MPI_Startall), MPI_Sendrecv_replace, MPI_Mprobe/MPI_Mrecv,
+! MPI_Improbe/MPI_Imrecv, MPI_Request_get_status, MPI_Rsend, MPI_Gather,
+! MPI_Allgather, MPI_Alltoall, MPI_Scan; then MPI_Query_thread, MPI_BOTTOM
+! with absolute-address datatypes, MPI_Cart_create and an error returned
+! (not fatal) after MPI_Comm_set_errhandler(MPI_ERRORS_RETURN).
 ! Built twice: -DFT_MPIFH=1 includes mpif.h, otherwise `use mpi`.
 program ft_calls
 #ifdef FT_MPIFH
@@ -46,15 +51,20 @@ program ft_calls
   end do
 
   ! Posted point-to-point operations, for the runner's STATS check: per
-  ! thread and round 12 sends and 13 receives (the cancelled one is posted
-  ! too), and the MPI_BOTTOM exchange.
-  print '(a,i0,a,i0,a,i0)', 'FT-EXPECT rank ', rank, ' sends ', ROUNDS * T * 12 + 1, ' recvs ', ROUNDS * T * 13 + 1
+  ! thread and round 12 + 8 sends and 13 + 8 receives (the cancelled one is
+  ! posted too), and the MPI_BOTTOM and Cartesian exchanges.
+  print '(a,i0,a,i0,a,i0)', 'FT-EXPECT rank ', rank, ' sends ', ROUNDS * T * (12 + 8) + 2, &
+    ' recvs ', ROUNDS * T * (13 + 8) + 2
 
 !$omp parallel num_threads(T) reduction(+:errs)
   call thread_work(omp_get_thread_num(), comms(omp_get_thread_num() + 1), errs)
+  call thread_more(omp_get_thread_num(), comms(omp_get_thread_num() + 1), errs)
 !$omp end parallel
 
+  call MPI_Query_thread(provided, ierr)
+  if (provided /= MPI_THREAD_MULTIPLE) call fail(errs, 'query_thread')
   call bottom(errs)
+  call cart(errs)
   do i = 1, T
     call MPI_Comm_free(comms(i), ierr)
   end do
@@ -211,6 +221,110 @@ contains
       end if
     end do
   end subroutine thread_work
+
+  ! 8 sends and 8 receives per round.
+  subroutine thread_more(tid, comm, errs)
+    integer, intent(in) :: tid, comm
+    integer, intent(inout) :: errs
+    integer :: sbuf(N), rbuf(N), reqs(2), st(MPI_STATUS_SIZE), msg, round, k, ierr, cnt
+    integer :: g(2 * 64), a(64)
+    logical :: flag
+    do round = 1, ROUNDS
+      ! Persistent requests, started twice.
+      call MPI_Recv_init(rbuf(1), N, MPI_INTEGER, peer, 80, comm, reqs(1), ierr)
+      call MPI_Send_init(sbuf(1), N, MPI_INTEGER, peer, 80, comm, reqs(2), ierr)
+      do k = 1, 2
+        sbuf = rank * 1000 + round * 10 + k
+        call MPI_Startall(2, reqs, ierr)
+        call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+        if (rbuf(N) /= peer * 1000 + round * 10 + k) call fail(errs, 'persistent payload')
+        if (reqs(1) == MPI_REQUEST_NULL) call fail(errs, 'persistent request freed by the wait')
+      end do
+      call MPI_Request_free(reqs(1), ierr)
+      call MPI_Request_free(reqs(2), ierr)
+
+      ! MPI_Sendrecv_replace.
+      rbuf = rank + round
+      call MPI_Sendrecv_replace(rbuf(1), N, MPI_INTEGER, peer, 81, peer, 81, comm, st, ierr)
+      if (rbuf(1) /= peer + round .or. st(MPI_TAG) /= 81) call fail(errs, 'sendrecv_replace')
+
+      ! Matched probes: MPI_Mprobe + MPI_Mrecv, MPI_Improbe + MPI_Imrecv.
+      sbuf = rank * 7 + round
+      call MPI_Isend(sbuf(1), 5, MPI_INTEGER, peer, 82, comm, reqs(2), ierr)
+      call MPI_Mprobe(peer, 82, comm, msg, st, ierr)
+      call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
+      if (cnt /= 5) call fail(errs, 'mprobe count')
+      call MPI_Mrecv(rbuf(1), N, MPI_INTEGER, msg, st, ierr)
+      if (msg /= MPI_MESSAGE_NULL .or. rbuf(5) /= peer * 7 + round) call fail(errs, 'mrecv')
+      call MPI_Wait(reqs(2), MPI_STATUS_IGNORE, ierr)
+      call MPI_Isend(sbuf(1), 6, MPI_INTEGER, peer, 83, comm, reqs(2), ierr)
+      flag = .false.
+      do while (.not. flag)
+        call MPI_Improbe(peer, 83, comm, flag, msg, st, ierr)
+      end do
+      call MPI_Imrecv(rbuf(1), N, MPI_INTEGER, msg, reqs(1), ierr)
+      call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
+      if (rbuf(6) /= peer * 7 + round) call fail(errs, 'imrecv')
+
+      ! MPI_Request_get_status polls without freeing; then MPI_Wait frees.
+      call MPI_Irecv(rbuf(1), N, MPI_INTEGER, peer, 84, comm, reqs(1), ierr)
+      call MPI_Send(sbuf(1), N, MPI_INTEGER, peer, 84, comm, ierr)
+      flag = .false.
+      do while (.not. flag)
+        call MPI_Request_get_status(reqs(1), flag, st, ierr)
+      end do
+      if (reqs(1) == MPI_REQUEST_NULL .or. st(MPI_TAG) /= 84) call fail(errs, 'request_get_status')
+      call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+
+      ! MPI_Rsend after the peer said (zero bytes) its receive is posted.
+      call MPI_Irecv(rbuf(1), N, MPI_INTEGER, peer, 85, comm, reqs(1), ierr)
+      call MPI_Sendrecv(sbuf(1), 0, MPI_INTEGER, peer, 86, rbuf(N), 0, MPI_INTEGER, peer, 86, &
+                        comm, MPI_STATUS_IGNORE, ierr)
+      call MPI_Rsend(sbuf(1), N, MPI_INTEGER, peer, 85, comm, ierr)
+      call MPI_Wait(reqs(1), MPI_STATUS_IGNORE, ierr)
+      if (rbuf(N) /= peer * 7 + round) call fail(errs, 'rsend payload')
+
+      ! Collectives of the Gather family on the thread's communicator.
+      a(1:2) = rank * 100 + tid + round
+      call MPI_Allgather(a(1), 2, MPI_INTEGER, g(1), 2, MPI_INTEGER, comm, ierr)
+      do k = 0, nproc - 1
+        if (g(2 * k + 1) /= k * 100 + tid + round) call fail(errs, 'allgather')
+      end do
+      g = -1
+      call MPI_Gather(a(1), 1, MPI_INTEGER, g(1), 1, MPI_INTEGER, 0, comm, ierr)
+      if (rank == 0 .and. g(nproc) /= (nproc - 1) * 100 + tid + round) call fail(errs, 'gather')
+      do k = 1, nproc
+        a(k) = rank * 100 + k
+      end do
+      call MPI_Alltoall(a(1), 1, MPI_INTEGER, g(1), 1, MPI_INTEGER, comm, ierr)
+      do k = 1, nproc
+        if (g(k) /= (k - 1) * 100 + rank + 1) call fail(errs, 'alltoall')
+      end do
+      a(1) = rank + 1
+      call MPI_Scan(a(1), g(1), 1, MPI_INTEGER, MPI_SUM, comm, ierr)
+      if (g(1) /= (rank + 1) * (rank + 2) / 2) call fail(errs, 'scan')
+    end do
+  end subroutine thread_more
+
+  ! MPI_Cart_create (a periodic ring), one exchange around it, then an
+  ! error returned instead of aborting after MPI_ERRORS_RETURN.
+  subroutine cart(errs)
+    integer, intent(inout) :: errs
+    integer :: ring, dims(1), left, right, x, y, ierr
+    logical :: periods(1)
+    dims(1) = nproc
+    periods(1) = .true.
+    call MPI_Cart_create(MPI_COMM_WORLD, 1, dims, periods, .false., ring, ierr)
+    call MPI_Cart_shift(ring, 0, 1, left, right, ierr)
+    if (left /= mod(rank + nproc - 1, nproc) .or. right /= mod(rank + 1, nproc)) call fail(errs, 'cart_shift')
+    x = rank
+    call MPI_Sendrecv(x, 1, MPI_INTEGER, right, 90, y, 1, MPI_INTEGER, left, 90, ring, MPI_STATUS_IGNORE, ierr)
+    if (y /= left) call fail(errs, 'cart exchange')
+    call MPI_Comm_set_errhandler(ring, MPI_ERRORS_RETURN, ierr)
+    call MPI_Send(x, 1, MPI_INTEGER, nproc + 5, 91, ring, ierr)
+    if (ierr == MPI_SUCCESS) call fail(errs, 'send to an invalid rank succeeded')
+    call MPI_Comm_free(ring, ierr)
+  end subroutine cart
 
   ! MPI_BOTTOM: both sides of a Sendrecv described by absolute addresses.
   subroutine bottom(errs)
