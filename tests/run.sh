@@ -371,6 +371,8 @@ for host in "${hosts[@]}"; do
                     env MPISHIM_SOLO=0 "${launch[@]}" -np $np "$t"
             done
             run_case "$host fortran $name np2 shim, solo fast path" expect_ok "${launch[@]}" -np 2 "$t"
+            run_case "$host fortran $name np2 shim MPISHIM_HOST_THREAD=serialized" expect_ok \
+                env MPISHIM_SOLO=0 MPISHIM_HOST_THREAD=serialized "${launch[@]}" -np 2 "$t"
             run_case "$host fortran $name np2 shim STATS: runtime counted it" expect_fortran_counted \
                 env MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$t"
             run_case "$host fortran $name np2 LD_PRELOAD STATS: runtime counted it" expect_fortran_counted \
