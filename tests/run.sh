@@ -235,6 +235,17 @@ expect_fortran_counted() {
          }' "$2"
 }
 
+# MPISHIM_VERBOSE=1 prints the configuration once (rank 0) with "runtime:
+# off" when the program asked for less than MPI_THREAD_MULTIPLE; no stats
+# table follows then. No line at all means the shim never saw the init.
+expect_runtime_off() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -c '^  runtime: off (the program did not ask for MPI_THREAD_MULTIPLE)' "$2")
+    [ "$n" -eq 1 ] || { echo "expected one 'runtime: off' line (the shim saw the init), found $n"; return; }
+    if grep -q '^mpishim stats, rank' "$2"; then echo "a stats table: the runtime was on"; fi
+}
+
 # ---------------------------------------------------------------- unit tests
 [ -n "$variant" ] ||
 for u in "$build/${hosts[0]}"/tests/unit/test_*; do
@@ -362,7 +373,7 @@ for host in "${hosts[@]}"; do
     # raw, under the launcher and under LD_PRELOAD; with MPISHIM_STATS=1 the
     # runtime must have counted every send and receive exactly once.
     if [ "${HAVE_FORTRAN:-no}" = yes ]; then
-        for t in "$hb"/tests/fortran/ft_*; do
+        for t in "$hb"/tests/fortran/ft_threads_* "$hb"/tests/fortran/ft_calls_*; do
             [ -x "$t" ] || continue
             name=$(basename "$t")
             run_case "$host fortran $name np2 raw host" expect_ok "$MPIRUN" $(mpirun_flags) -np 2 "$t"
@@ -377,6 +388,13 @@ for host in "${hosts[@]}"; do
                 env MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$t"
             run_case "$host fortran $name np2 LD_PRELOAD STATS: runtime counted it" expect_fortran_counted \
                 env MPISHIM_STATS=1 MPISHIM_SOLO=0 LD_PRELOAD="$lib" "$MPIRUN" $(mpirun_flags) -np 2 "$t"
+        done
+        # Plain MPI_INIT: the shim sees it (on Open MPI only through its
+        # Fortran wrappers) and keeps the runtime off, as for C.
+        for t in "$hb"/tests/fortran/ft_level_*; do
+            [ -x "$t" ] || continue
+            run_case "$host fortran $(basename "$t") np2 shim: MPI_INIT keeps the runtime off" expect_runtime_off \
+                env MPISHIM_VERBOSE=1 MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$t"
         done
     else
         if [ -z "$filter" ] || grep -qE -- "$filter" <<< "$host fortran"; then
