@@ -202,17 +202,6 @@ expect_watchdog() {
     grep -qE "^mpishim:     recv from 1 tag 79 on MPI_COMM_WORLD" "$2" || echo "the SIGUSR1 report misses tag 79"
 }
 
-expect_tsan_report() {
-    [ "$1" -ne 0 ] || { echo "exit code 0: ThreadSanitizer missed the deliberate race"; return; }
-    grep -q '^WARNING: ThreadSanitizer: data race' "$2" || { echo "no data race reported"; return; }
-    grep -qE '^ +#0 worker .*tsan_canary\.c:' "$2" || echo "the report does not point at tsan_canary.c"
-}
-
-mpirun_flags() { # host-specific flags to run as root, oversubscribed
-    if [ "$HOST_FLAVOR" = openmpi ]; then echo "$MPIRUN_FLAGS"; else echo ""; fi
-}
-
-variant=${TEST_VARIANT:-}
 # The Fortran tests print "FT-EXPECT rank R sends S recvs V"; the per-VCI
 # table MPISHIM_STATS=1 prints at finalize must count exactly that on each
 # rank: no table or zeros means the runtime never saw the Fortran calls,
@@ -246,6 +235,17 @@ expect_runtime_off() {
     if grep -q '^mpishim stats, rank' "$2"; then echo "a stats table: the runtime was on"; fi
 }
 
+expect_tsan_report() {
+    [ "$1" -ne 0 ] || { echo "exit code 0: ThreadSanitizer missed the deliberate race"; return; }
+    grep -q '^WARNING: ThreadSanitizer: data race' "$2" || { echo "no data race reported"; return; }
+    grep -qE '^ +#0 worker .*tsan_canary\.c:' "$2" || echo "the report does not point at tsan_canary.c"
+}
+
+mpirun_flags() { # host-specific flags to run as root, oversubscribed
+    if [ "$HOST_FLAVOR" = openmpi ]; then echo "$MPIRUN_FLAGS"; else echo ""; fi
+}
+
+variant=${TEST_VARIANT:-}
 # ---------------------------------------------------------------- unit tests
 [ -n "$variant" ] ||
 for u in "$build/${hosts[0]}"/tests/unit/test_*; do
