@@ -202,6 +202,39 @@ expect_watchdog() {
     grep -qE "^mpishim:     recv from 1 tag 79 on MPI_COMM_WORLD" "$2" || echo "the SIGUSR1 report misses tag 79"
 }
 
+# The Fortran tests print "FT-EXPECT rank R sends S recvs V"; the per-VCI
+# table MPISHIM_STATS=1 prints at finalize must count exactly that on each
+# rank: no table or zeros means the runtime never saw the Fortran calls,
+# twice as many that a call was handled twice.
+expect_fortran_counted() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    awk '/^FT-EXPECT rank / { want[$3] = $5 " " $7; next }
+         /^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
+         /^ +domain / { invci = 0 }
+         invci && NF == 10 && $1 ~ /^[0-9]+$/ { s[r] += $2; v[r] += $3 }
+         END {
+             n = 0
+             for (r in want) {
+                 n++
+                 if (!(r in seen)) { print "rank " r ": no mpishim stats table (the shim never saw the program)"; exit }
+                 got = (s[r] + 0) " " (v[r] + 0)
+                 if (got != want[r]) { print "rank " r ": the runtime counted sends/recvs " got ", the program made " want[r]; exit }
+             }
+             if (n == 0) print "no FT-EXPECT line from the program"
+         }' "$2"
+}
+
+# MPISHIM_VERBOSE=1 prints the configuration once (rank 0) with "runtime:
+# off" when the program asked for less than MPI_THREAD_MULTIPLE; no stats
+# table follows then. No line at all means the shim never saw the init.
+expect_runtime_off() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -c '^  runtime: off (the program did not ask for MPI_THREAD_MULTIPLE)' "$2")
+    [ "$n" -eq 1 ] || { echo "expected one 'runtime: off' line (the shim saw the init), found $n"; return; }
+    if grep -q '^mpishim stats, rank' "$2"; then echo "a stats table: the runtime was on"; fi
+}
+
 expect_tsan_report() {
     [ "$1" -ne 0 ] || { echo "exit code 0: ThreadSanitizer missed the deliberate race"; return; }
     grep -q '^WARNING: ThreadSanitizer: data race' "$2" || { echo "no data race reported"; return; }
@@ -335,6 +368,40 @@ for host in "${hosts[@]}"; do
         bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
                  "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
         _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+
+    # Fortran (issue 16): mpif.h and `use mpi` programs with OpenMP threads,
+    # raw, under the launcher and under LD_PRELOAD; with MPISHIM_STATS=1 the
+    # runtime must have counted every send and receive exactly once.
+    if [ "${HAVE_FORTRAN:-no}" = yes ]; then
+        for t in "$hb"/tests/fortran/ft_threads_* "$hb"/tests/fortran/ft_calls_*; do
+            [ -x "$t" ] || continue
+            name=$(basename "$t")
+            run_case "$host fortran $name np2 raw host" expect_ok "$MPIRUN" $(mpirun_flags) -np 2 "$t"
+            for np in 2 4; do
+                run_case "$host fortran $name np$np shim" expect_ok \
+                    env MPISHIM_SOLO=0 "${launch[@]}" -np $np "$t"
+            done
+            run_case "$host fortran $name np2 shim, solo fast path" expect_ok "${launch[@]}" -np 2 "$t"
+            run_case "$host fortran $name np2 shim MPISHIM_HOST_THREAD=serialized" expect_ok \
+                env MPISHIM_SOLO=0 MPISHIM_HOST_THREAD=serialized "${launch[@]}" -np 2 "$t"
+            run_case "$host fortran $name np2 shim STATS: runtime counted it" expect_fortran_counted \
+                env MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$t"
+            run_case "$host fortran $name np2 LD_PRELOAD STATS: runtime counted it" expect_fortran_counted \
+                env MPISHIM_STATS=1 MPISHIM_SOLO=0 LD_PRELOAD="$lib" "$MPIRUN" $(mpirun_flags) -np 2 "$t"
+        done
+        # Plain MPI_INIT: the shim sees it (on Open MPI only through its
+        # Fortran wrappers) and keeps the runtime off, as for C.
+        for t in "$hb"/tests/fortran/ft_level_*; do
+            [ -x "$t" ] || continue
+            run_case "$host fortran $(basename "$t") np2 shim: MPI_INIT keeps the runtime off" expect_runtime_off \
+                env MPISHIM_VERBOSE=1 MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$t"
+        done
+    else
+        if [ -z "$filter" ] || grep -qE -- "$filter" <<< "$host fortran"; then
+            skipped=$((skipped + 1))
+            printf 'SKIP %-58s       %s\n' "$host fortran" "not built (configure: no gfortran or no host Fortran wrapper)"
+        fi
+    fi
 done
 
 # A build for one host preloaded into a program of the other must stop with

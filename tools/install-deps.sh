@@ -4,6 +4,7 @@
 set -euo pipefail
 PKGS=(
     gcc make autoconf python3 binutils coreutils
+    gfortran
     libopenmpi-dev openmpi-bin
     libmpich-dev mpich
     libhwloc-dev hwloc

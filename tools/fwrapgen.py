@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""Generate mpishim's Fortran (mpif.h / `use mpi`) wrappers.
+
+Open MPI's Fortran library (libmpi_mpifh.so) calls PMPI_* directly, so a
+Fortran program's MPI_ISEND never reaches the shim's MPI_Isend. For the calls
+the runtime treats specially (CALLS below, in Fortran terms) this script
+writes one C function per call, exported under every name-mangling the
+host's Fortran library defines (mpi_isend_, mpi_isend__, mpi_isend,
+MPI_ISEND; the pmpi_ forms stay the host's, as PMPI_ does in C). It converts
+the INTEGER handles, statuses and sentinels, calls the shim's C function and
+converts back (helpers in src/fortran/fwrap.h).
+
+Which calls get a wrapper is read from the host's Fortran library (nm -D):
+  - if it imports the C MPI_X, its Fortran entry already goes through the
+    shim (MPICH does this), and a wrapper would handle the call twice: none;
+  - if it defines no Fortran name for X: none;
+  - a call with a choice buffer needs the host's MPI_BOTTOM / MPI_IN_PLACE
+    common blocks (mpi_fortran_bottom_ ...); without them: none.
+Every call without a wrapper keeps going to the host's own Fortran entry.
+
+Usage: fwrapgen.py --fsyms fsyms.txt --out fwrappers.c [--list fwrapped.txt]
+fsyms.txt: `nm -D` of the host's Fortran library (defined and undefined).
+"""
+import argparse
+import re
+import sys
+
+# Arguments in Fortran order (the C call takes the same order), name:kind.
+# Kinds: buf (choice buffer), int (INTEGER value), int_array (INTEGER array
+# in), logical_in, logical_array(n), datatype/comm/op/group/info/errhandler/
+# request (INTEGER handles in), int_out, logical_out, index_out (0-based C,
+# 1-based Fortran), request_out, request_inout, message_out, message_inout,
+# comm_out, comm_inout, info_out, status_out, status_in, requests_inout(n),
+# statuses_out(n[,filled]), indices_out(n,filled).
+# IERROR is the last argument of every call and is not listed.
+CALLS = """
+Init
+Init_thread   required:int provided:int_out
+Query_thread  provided:int_out
+Finalize
+Send          buf:buf count:int datatype:datatype dest:int tag:int comm:comm
+Ssend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm
+Rsend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm
+Bsend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm
+Isend         buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Issend        buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Irsend        buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Ibsend        buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Recv          buf:buf count:int datatype:datatype source:int tag:int comm:comm status:status_out
+Irecv         buf:buf count:int datatype:datatype source:int tag:int comm:comm request:request_out
+Send_init     buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Ssend_init    buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Rsend_init    buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Bsend_init    buf:buf count:int datatype:datatype dest:int tag:int comm:comm request:request_out
+Recv_init     buf:buf count:int datatype:datatype source:int tag:int comm:comm request:request_out
+Start         request:request_inout
+Startall      count:int requests:requests_inout(count)
+Sendrecv      sendbuf:buf sendcount:int sendtype:datatype dest:int sendtag:int recvbuf:buf recvcount:int recvtype:datatype source:int recvtag:int comm:comm status:status_out
+Sendrecv_replace buf:buf count:int datatype:datatype dest:int sendtag:int source:int recvtag:int comm:comm status:status_out
+Probe         source:int tag:int comm:comm status:status_out
+Iprobe        source:int tag:int comm:comm flag:logical_out status:status_out
+Mprobe        source:int tag:int comm:comm message:message_out status:status_out
+Improbe       source:int tag:int comm:comm flag:logical_out message:message_out status:status_out
+Mrecv         buf:buf count:int datatype:datatype message:message_inout status:status_out
+Imrecv        buf:buf count:int datatype:datatype message:message_inout request:request_out
+Wait          request:request_inout status:status_out
+Test          request:request_inout flag:logical_out status:status_out
+Waitall       count:int requests:requests_inout(count) statuses:statuses_out(count)
+Testall       count:int requests:requests_inout(count) flag:logical_out statuses:statuses_out(count)
+Waitany       count:int requests:requests_inout(count) index:index_out status:status_out
+Testany       count:int requests:requests_inout(count) index:index_out flag:logical_out status:status_out
+Waitsome      incount:int requests:requests_inout(incount) outcount:int_out indices:indices_out(incount,outcount) statuses:statuses_out(incount,outcount)
+Testsome      incount:int requests:requests_inout(incount) outcount:int_out indices:indices_out(incount,outcount) statuses:statuses_out(incount,outcount)
+Request_get_status request:request flag:logical_out status:status_out
+Request_free  request:request_inout
+Cancel        request:request_inout
+Get_count     status:status_in datatype:datatype count:int_out
+Barrier       comm:comm
+Bcast         buffer:buf count:int datatype:datatype root:int comm:comm
+Reduce        sendbuf:buf recvbuf:buf count:int datatype:datatype op:op root:int comm:comm
+Allreduce     sendbuf:buf recvbuf:buf count:int datatype:datatype op:op comm:comm
+Reduce_scatter_block sendbuf:buf recvbuf:buf recvcount:int datatype:datatype op:op comm:comm
+Reduce_scatter sendbuf:buf recvbuf:buf recvcounts:int_array datatype:datatype op:op comm:comm
+Scan          sendbuf:buf recvbuf:buf count:int datatype:datatype op:op comm:comm
+Exscan        sendbuf:buf recvbuf:buf count:int datatype:datatype op:op comm:comm
+Gather        sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype root:int comm:comm
+Gatherv       sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcounts:int_array displs:int_array recvtype:datatype root:int comm:comm
+Scatter       sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype root:int comm:comm
+Scatterv      sendbuf:buf sendcounts:int_array displs:int_array sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype root:int comm:comm
+Allgather     sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype comm:comm
+Allgatherv    sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcounts:int_array displs:int_array recvtype:datatype comm:comm
+Alltoall      sendbuf:buf sendcount:int sendtype:datatype recvbuf:buf recvcount:int recvtype:datatype comm:comm
+Alltoallv     sendbuf:buf sendcounts:int_array sdispls:int_array sendtype:datatype recvbuf:buf recvcounts:int_array rdispls:int_array recvtype:datatype comm:comm
+Comm_dup      comm:comm newcomm:comm_out
+Comm_dup_with_info comm:comm info:info newcomm:comm_out
+Comm_split    comm:comm color:int key:int newcomm:comm_out
+Comm_split_type comm:comm split_type:int key:int info:info newcomm:comm_out
+Comm_create   comm:comm group:group newcomm:comm_out
+Comm_create_group comm:comm group:group tag:int newcomm:comm_out
+Cart_create   comm_old:comm ndims:int dims:int_array periods:logical_array(ndims) reorder:logical_in comm_cart:comm_out
+Intercomm_create local_comm:comm local_leader:int peer_comm:comm remote_leader:int tag:int newintercomm:comm_out
+Intercomm_merge intercomm:comm high:logical_in newintracomm:comm_out
+Comm_free     comm:comm_inout
+Comm_disconnect comm:comm_inout
+Comm_set_errhandler comm:comm errhandler:errhandler
+Comm_set_info comm:comm info:info
+Comm_get_info comm:comm info_used:info_out
+"""
+
+F2C = {"datatype": "MPI_Type_f2c", "comm": "MPI_Comm_f2c", "op": "MPI_Op_f2c", "group": "MPI_Group_f2c",
+       "info": "MPI_Info_f2c", "errhandler": "MPI_Errhandler_f2c", "request": "MPI_Request_f2c"}
+# Handles a call returns (kind_out) or takes and returns (kind_inout): C type,
+# null value, f2c, c2f.
+OUT = {"request": ("MPI_Request", "MPI_REQUEST_NULL", "MPI_Request_f2c", "MPI_Request_c2f"),
+       "comm": ("MPI_Comm", "MPI_COMM_NULL", "MPI_Comm_f2c", "MPI_Comm_c2f"),
+       "message": ("MPI_Message", "MPI_MESSAGE_NULL", "MPI_Message_f2c", "MPI_Message_c2f"),
+       "info": ("MPI_Info", "MPI_INFO_NULL", "MPI_Info_f2c", "MPI_Info_c2f")}
+
+
+def parse_calls(text):
+    calls = []
+    for line in text.strip().splitlines():
+        words = line.split()
+        args = []
+        for w in words[1:]:
+            name, kind = w.split(":")
+            m = re.fullmatch(r"(\w+)(?:\((\w+)(?:,(\w+))?\))?", kind)
+            args.append((name, m.group(1), m.group(2), m.group(3)))
+        calls.append((words[0], args))
+    return calls
+
+
+def gen_body(call, args):
+    """(Fortran-side parameter list, body lines) of one wrapper."""
+    params, pre, cargs, post, release = [], [], [], [], []
+    allocs = False
+    for name, kind, n, filled in args:
+        params.append(("void *" if kind == "buf" else "MPI_Fint *") + name)
+        c = "c_" + name
+        if kind == "buf":
+            cargs.append("msh_f_buf(%s)" % name)
+        elif kind == "int":
+            cargs.append("(int)*%s" % name)
+        elif kind in F2C:
+            cargs.append("%s(*%s)" % (F2C[kind], name))
+        elif kind in ("int_out", "logical_out"):
+            pre.append("int %s = 0;" % c)
+            cargs.append("&" + c)
+            post.append("*%s = %s;" % (name, c if kind == "int_out" else
+                                       "%s ? MSH_F_TRUE : MSH_F_FALSE" % c))
+        elif kind == "index_out":
+            pre.append("int %s = MPI_UNDEFINED;" % c)
+            cargs.append("&" + c)
+            post.append("*%s = %s == MPI_UNDEFINED ? MPI_UNDEFINED : %s + 1;" % (name, c, c))
+        elif kind == "int_array":
+            cargs.append("(int *)" + name)  # MPI_Fint is int (fwrap.h checks)
+        elif kind == "logical_in":
+            cargs.append("*%s != MSH_F_FALSE" % name)
+        elif kind == "logical_array":
+            pre.append("msh_f_ints %s;" % c)
+            pre.append("ok &= msh_f_logicals_in(&%s, *%s, %s);" % (c, n, name))
+            cargs.append(c + ".c")
+            release.append(c)
+            allocs = True
+        elif kind.endswith("_out") and kind[:-4] in OUT:
+            ctype, null, _, c2f = OUT[kind[:-4]]
+            pre.append("%s %s = %s;" % (ctype, c, null))
+            cargs.append("&" + c)
+            post.append("*%s = %s(%s);" % (name, c2f, c))
+        elif kind.endswith("_inout") and kind[:-6] in OUT:
+            ctype, _, f2c, c2f = OUT[kind[:-6]]
+            pre.append("%s %s = %s(*%s);" % (ctype, c, f2c, name))
+            cargs.append("&" + c)
+            post.append("*%s = %s(%s);" % (name, c2f, c))
+        elif kind == "status_out":
+            pre.append("MPI_Status %s;" % c)
+            pre.append("memset(&%s, 0, sizeof %s);" % (c, c))
+            cargs.append("%s == MPI_F_STATUS_IGNORE ? MPI_STATUS_IGNORE : &%s" % (name, c))
+            post.append("if (%s != MPI_F_STATUS_IGNORE)" % name)
+            post.append("    MPI_Status_c2f(&%s, %s);" % (c, name))
+        elif kind == "status_in":
+            pre.append("MPI_Status %s;" % c)
+            pre.append("MPI_Status_f2c(%s, &%s);" % (name, c))
+            cargs.append("&" + c)
+        elif kind == "requests_inout":
+            pre.append("msh_f_reqs %s;" % c)
+            pre.append("ok &= msh_f_reqs_in(&%s, *%s, %s);" % (c, n, name))
+            cargs.append(c + ".c")
+            post.append("msh_f_reqs_out(&%s, *%s, %s);" % (c, n, name))
+            release.append(c)
+            allocs = True
+        elif kind == "statuses_out":
+            pre.append("msh_f_stats %s;" % c)
+            pre.append("ok &= msh_f_stats_in(&%s, *%s, %s);" % (c, n, name))
+            cargs.append(c + ".c")
+            count = "msh_f_filled(c_%s)" % filled if filled else "msh_f_len(*%s)" % n
+            post.append("msh_f_stats_out(&%s, %s, %s);" % (c, count, name))
+            release.append(c)
+            allocs = True
+        elif kind == "indices_out":
+            pre.append("msh_f_ints %s;" % c)
+            pre.append("ok &= msh_f_ints_in(&%s, *%s);" % (c, n))
+            cargs.append(c + ".c")
+            post.append("msh_f_indices_out(&%s, msh_f_filled(c_%s), %s);" % (c, filled, name))
+            release.append(c)
+            allocs = True
+        else:
+            raise ValueError("%s: unknown kind %s" % (call, kind))
+    params.append("MPI_Fint *ierr")
+    body = []
+    if allocs:
+        body.append("int ok = 1;")
+    body += pre
+    ccall = "MPI_%s(%s)" % (call, ", ".join(cargs))
+    if call in ("Init", "Init_thread"):
+        # Fortran has no argc/argv to give; the host reads its own.
+        ccall = "MPI_%s(NULL, NULL%s)" % (call, "".join(", " + a for a in cargs))
+    if allocs:
+        # Out of memory for the converted arrays: the call is not made.
+        body.append("int rc = ok ? %s : MPI_ERR_NO_MEM;" % ccall)
+        body.append("if (ok) {")
+        body += ["    " + l for l in post]
+        body.append("}")
+        body += ["MSH_F_RELEASE(%s);" % r for r in release]
+    else:
+        body.append("int rc = %s;" % ccall)
+        body += post
+    body.append("*ierr = (MPI_Fint)rc;")
+    return params, body
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--fsyms", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--list")
+    a = ap.parse_args()
+    defined, imported = set(), set()
+    for line in open(a.fsyms):
+        f = line.split()
+        if len(f) == 2 and f[0] in ("U", "w"):
+            imported.add(f[1].split("@")[0])
+        elif len(f) == 3 and f[1] in "TWDBVRi":
+            defined.add(f[2].split("@")[0])
+    sentinels = {}
+    for s in defined | imported:
+        m = re.fullmatch(r"mpi_fortran_(bottom|in_place)_*", s)
+        if m and m.group(1) not in sentinels:
+            sentinels[m.group(1)] = s
+
+    out = ["/* Generated by tools/fwrapgen.py from the host's Fortran library; do not edit. */",
+           "#include <mpi.h>", ""]
+    for kind in ("bottom", "in_place"):
+        if kind in sentinels:
+            out.append("extern char %s; /* the host's Fortran MPI_%s */" % (sentinels[kind], kind.upper()))
+            out.append("#define MSH_F_%s ((void *)&%s)" % (kind.upper(), sentinels[kind]))
+        else:
+            out.append("#define MSH_F_%s ((void *)-1) /* not found: calls with buffers are not wrapped */" % kind.upper())
+    out += ['#include "fortran/fwrap.h"', ""]
+    wrapped, skipped = [], []
+    for call, args in parse_calls(CALLS):
+        low = "mpi_" + call.lower()
+        names = sorted(n for n in (low, low + "_", low + "__", low.upper()) if n in defined)
+        if "MPI_" + call in imported:
+            skipped.append("%s (the host's Fortran entry calls the C MPI_%s)" % (call, call))
+            continue
+        if not names:
+            skipped.append("%s (the host defines no Fortran entry)" % call)
+            continue
+        if any(k == "buf" for _, k, _, _ in args) and len(sentinels) < 2:
+            skipped.append("%s (the host's MPI_BOTTOM/MPI_IN_PLACE not found)" % call)
+            continue
+        params, body = gen_body(call, args)
+        impl = "msh_f_" + call.lower()
+        plist = ", ".join(params)
+        out.append("__attribute__((visibility(\"hidden\"))) void %s(%s);" % (impl, plist))
+        out.append("void %s(%s)" % (impl, plist))
+        out.append("{")
+        out += ["    " + l for l in body]
+        out.append("}")
+        for n in names:
+            out.append("MSH_EXPORT void %s(%s) __attribute__((alias(\"%s\")));" % (n, plist, impl))
+        out.append("")
+        wrapped.append("%s %s" % (call, " ".join(names)))
+    open(a.out, "w").write("\n".join(out))
+    if a.list:
+        with open(a.list, "w") as f:
+            f.write("".join("wrapped %s\n" % w for w in wrapped))
+            f.write("".join("host    %s\n" % s for s in skipped))
+    print("fwrapgen: %d Fortran calls wrapped, %d left to the host's Fortran entries" %
+          (len(wrapped), len(skipped)), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
