@@ -1,6 +1,7 @@
 /* Every MPISHIM_* variable is described once in vars[] below: its type,
- * accepted values, default and meaning. Parsing, the error lines, the
- * typo warnings and the printed configuration all come from that table. */
+ * accepted values, default and info key. Parsing (of the environment and of
+ * the info keys alike), the error lines, the typo warnings and the printed
+ * configuration all come from that table. */
 #include "core/config.h"
 #include "core/log.h"
 
@@ -28,6 +29,8 @@ typedef struct msh_cfg_var {
     const char *const *words;    /* V_ENUM: value names by enum value; V_FLAGS: by bit */
     long               min, max; /* V_INT, V_SIZE */
     const char        *auto_word;/* V_INT: a word meaning 0 ("auto"), or NULL */
+    const char        *info;     /* the info key taking the same values, or NULL;
+                                    V_FLAGS: the prefix of one boolean key per flag */
 } msh_cfg_var;
 
 static const char *const map_words[]      = { "comm", "tag", "peer", "hash", "thread", NULL };
@@ -40,30 +43,34 @@ static const char *const fence_words[]    = { "host", "passive", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
 static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
 
+/* Indexed by msh_cfg_id, so that an entry cannot drift from its id
+ * (test_config checks there is no hole). */
 #define F(field) offsetof(msh_config, field)
 static const msh_cfg_var vars[] = {
-    { "MPISHIM_DISABLE",        V_BOOL,  F(disable),        NULL, 0, 1, NULL },
-    { "MPISHIM_VERBOSE",        V_BOOL,  F(verbose),        NULL, 0, 1, NULL },
-    { "MPISHIM_STATS",          V_BOOL,  F(stats),          NULL, 0, 1, NULL },
-    { "MPISHIM_SOLO",           V_BOOL,  F(solo),           NULL, 0, 1, NULL },
-    { "MPISHIM_NUM_VCIS",       V_INT,   F(num_vcis),       NULL, 1, MSH_MAX_VCIS, "auto" },
-    { "MPISHIM_MAP",            V_ENUM,  F(map),            map_words, 0, 0, NULL },
-    { "MPISHIM_ASSERT",         V_FLAGS, F(asserts),        assert_words, 0, 0, NULL },
-    { "MPISHIM_PROGRESS",       V_ENUM,  F(progress),       progress_words, 0, 0, NULL },
-    { "MPISHIM_SWEEP_POLLS",    V_INT,   F(sweep_polls),    NULL, 1, 1000000, NULL },
-    { "MPISHIM_WAIT",           V_ENUM,  F(wait),           wait_words, 0, 0, NULL },
-    { "MPISHIM_SPIN_US",        V_INT,   F(spin_us),        NULL, 0, 10000000, NULL },
-    { "MPISHIM_HOST_THREAD",    V_ENUM,  F(host_thread),    host_words, 0, 0, NULL },
-    { "MPISHIM_PART",           V_ENUM,  F(part),           part_words, 0, 0, NULL },
-    { "MPISHIM_PART_MIN_BYTES", V_SIZE,  F(part_min_bytes), NULL, 0, 1L << 30, NULL },
-    { "MPISHIM_WIN_K",          V_INT,   F(win_k),          NULL, 1, MSH_MAX_VCIS, "auto" },
-    { "MPISHIM_WIN_ROUTE",      V_ENUM,  F(win_route),      route_words, 0, 0, NULL },
-    { "MPISHIM_WIN_FENCE",      V_ENUM,  F(win_fence),      fence_words, 0, 0, NULL },
-    { "MPISHIM_WIN_FLUSH_LOCAL",V_ENUM,  F(win_flush_local),flocal_words, 0, 0, NULL },
-    { "MPISHIM_WATCHDOG",       V_INT,   F(watchdog),       NULL, 1, 86400, "off" },
+    [MSH_CFG_DISABLE]         = { "MPISHIM_DISABLE",        V_BOOL,  F(disable),         NULL, 0, 1, NULL, NULL },
+    [MSH_CFG_VERBOSE]         = { "MPISHIM_VERBOSE",        V_BOOL,  F(verbose),         NULL, 0, 1, NULL, NULL },
+    [MSH_CFG_STATS]           = { "MPISHIM_STATS",          V_BOOL,  F(stats),           NULL, 0, 1, NULL, NULL },
+    [MSH_CFG_SOLO]            = { "MPISHIM_SOLO",           V_BOOL,  F(solo),            NULL, 0, 1, NULL, NULL },
+    [MSH_CFG_NUM_VCIS]        = { "MPISHIM_NUM_VCIS",       V_INT,   F(num_vcis),        NULL, 1, MSH_MAX_VCIS, "auto", NULL },
+    [MSH_CFG_MAP]             = { "MPISHIM_MAP",            V_ENUM,  F(map),             map_words, 0, 0, NULL, NULL },
+    [MSH_CFG_ASSERT]          = { "MPISHIM_ASSERT",         V_FLAGS, F(asserts),         assert_words, 0, 0, NULL, "mpi_assert_" },
+    [MSH_CFG_PROGRESS]        = { "MPISHIM_PROGRESS",       V_ENUM,  F(progress),        progress_words, 0, 0, NULL, NULL },
+    [MSH_CFG_SWEEP_POLLS]     = { "MPISHIM_SWEEP_POLLS",    V_INT,   F(sweep_polls),     NULL, 1, 1000000, NULL, NULL },
+    [MSH_CFG_WAIT]            = { "MPISHIM_WAIT",           V_ENUM,  F(wait),            wait_words, 0, 0, NULL, NULL },
+    [MSH_CFG_SPIN_US]         = { "MPISHIM_SPIN_US",        V_INT,   F(spin_us),         NULL, 0, 10000000, NULL, NULL },
+    [MSH_CFG_HOST_THREAD]     = { "MPISHIM_HOST_THREAD",    V_ENUM,  F(host_thread),     host_words, 0, 0, NULL, NULL },
+    [MSH_CFG_PART]            = { "MPISHIM_PART",           V_ENUM,  F(part),            part_words, 0, 0, NULL, NULL },
+    [MSH_CFG_PART_MIN_BYTES]  = { "MPISHIM_PART_MIN_BYTES", V_SIZE,  F(part_min_bytes),  NULL, 0, 1L << 30, NULL, "mpishim_part_min_bytes" },
+    [MSH_CFG_WIN_K]           = { "MPISHIM_WIN_K",          V_INT,   F(win_k),           NULL, 1, MSH_MAX_VCIS, "auto", "mpishim_win_k" },
+    [MSH_CFG_WIN_ROUTE]       = { "MPISHIM_WIN_ROUTE",      V_ENUM,  F(win_route),       route_words, 0, 0, NULL, NULL },
+    [MSH_CFG_WIN_FENCE]       = { "MPISHIM_WIN_FENCE",      V_ENUM,  F(win_fence),       fence_words, 0, 0, NULL, "mpishim_win_fence" },
+    [MSH_CFG_WIN_FLUSH_LOCAL] = { "MPISHIM_WIN_FLUSH_LOCAL", V_ENUM,  F(win_flush_local), flocal_words, 0, 0, NULL, NULL },
+    [MSH_CFG_WATCHDOG]        = { "MPISHIM_WATCHDOG",       V_INT,   F(watchdog),        NULL, 1, 86400, "off", NULL },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])
+_Static_assert(NVARS == MSH_CFG_NVARS, "one table entry per msh_cfg_id");
+_Static_assert(NVARS <= sizeof(unsigned long) * CHAR_BIT, "from_env has one bit per variable");
 
 void msh_cfg_defaults(msh_config *cfg)
 {
@@ -187,22 +194,30 @@ static int parse_long(const char *s, long *out, int allow_suffix)
     return 0;
 }
 
+/* 1, 0, or -1 when s is not a boolean. */
+static int parse_bool(const char *s)
+{
+    static const char *const yes[] = { "1", "yes", "on", "true", NULL };
+    static const char *const no[]  = { "0", "no", "off", "false", NULL };
+    if (word_index(yes, s, strlen(s)) >= 0)
+        return 1;
+    if (word_index(no, s, strlen(s)) >= 0)
+        return 0;
+    return -1;
+}
+
+/* The one value parser: the environment and info keys both come here. On
+ * failure cfg is unchanged. */
 static int parse_value(msh_config *cfg, const msh_cfg_var *v, const char *s)
 {
     long x;
     int i;
     switch (v->kind) {
-    case V_BOOL: {
-        static const char *const yes[] = { "1", "yes", "on", "true", NULL };
-        static const char *const no[]  = { "0", "no", "off", "false", NULL };
-        if (word_index(yes, s, strlen(s)) >= 0)
-            *(int *)field(cfg, v) = 1;
-        else if (word_index(no, s, strlen(s)) >= 0)
-            *(int *)field(cfg, v) = 0;
-        else
+    case V_BOOL:
+        if ((i = parse_bool(s)) < 0)
             return -1;
+        *(int *)field(cfg, v) = i;
         return 0;
-    }
     case V_INT:
         if (v->auto_word && strcasecmp(s, v->auto_word) == 0) {
             *(int *)field(cfg, v) = 0;
@@ -247,6 +262,18 @@ static int parse_value(msh_config *cfg, const msh_cfg_var *v, const char *s)
 
 /* ------------------------------------------------------------ parsing */
 
+/* "<what>='<val>' <verdict>; accepted values: ..." for the environment's
+ * error and the info keys' warning alike. The value escaped (a newline in
+ * it must not start a line of its own), at most 64 bytes of it. */
+static void invalid_line(char *err, size_t errlen, const char *what, const char *val, const char *verdict,
+                         const msh_cfg_var *v)
+{
+    char acc[256], shown[4 * 64 + 1];
+    size_t used = msh_escape(shown, sizeof shown, val, 64);
+    snprintf(err, errlen, "%s='%s%s' %s; accepted values: %s", what, shown, val[used] ? "..." : "", verdict,
+             accepted(v, acc, sizeof acc));
+}
+
 int msh_cfg_parse(msh_config *cfg, char *const *envp, char *err, size_t errlen,
                   void (*warn)(const char *line, void *arg), void *warn_arg)
 {
@@ -283,12 +310,7 @@ int msh_cfg_parse(msh_config *cfg, char *const *envp, char *err, size_t errlen,
             continue;
         }
         if (parse_value(cfg, &vars[k], val) != 0) {
-            /* The value escaped (a newline in it must not start a line of
-             * its own), at most 64 bytes of it. */
-            char acc[256], shown[4 * 64 + 1];
-            size_t used = msh_escape(shown, sizeof shown, val, 64);
-            snprintf(err, errlen, "%s='%s%s' is invalid; accepted values: %s", vars[k].name, shown,
-                     val[used] ? "..." : "", accepted(&vars[k], acc, sizeof acc));
+            invalid_line(err, errlen, vars[k].name, val, "is invalid", &vars[k]);
             return -1;
         }
         cfg->from_env |= 1ul << k;
@@ -309,6 +331,94 @@ void msh_cfg_init(void)
         msh_log_once("%s", err);
         exit(1);
     }
+}
+
+/* ------------------------------------------------------------ info keys */
+
+static const msh_cfg_var *var_of(msh_cfg_id id)
+{
+    return (unsigned)id < NVARS ? &vars[id] : NULL;
+}
+
+const char *msh_cfg_name(msh_cfg_id id)
+{
+    const msh_cfg_var *v = var_of(id);
+    return v ? v->name : "?";
+}
+
+const char *msh_cfg_word(msh_cfg_id id, int value)
+{
+    const msh_cfg_var *v = var_of(id);
+    if (!v || !v->words || value < 0)
+        return "?";
+    for (int i = 0; v->words[i]; i++)
+        if (i == value)
+            return v->words[i];
+    return "?";
+}
+
+int msh_cfg_info_key(msh_cfg_id id, int i, char *buf, size_t len)
+{
+    const msh_cfg_var *v = var_of(id);
+    if (!v || !v->info || i < 0)
+        return -1;
+    if (v->kind == V_FLAGS) {
+        for (int w = 0; v->words[w]; w++)
+            if (w == i)
+                return snprintf(buf, len, "%s%s", v->info, v->words[w]) < (int)len ? 0 : -1;
+        return -1;
+    }
+    return i == 0 && snprintf(buf, len, "%s", v->info) < (int)len ? 0 : -1;
+}
+
+/* A flag variable's info key: a boolean per flag, so the error names the
+ * boolean values. */
+static const msh_cfg_var bool_var = { "boolean", V_BOOL, 0, NULL, 0, 1, NULL, NULL };
+
+int msh_cfg_info_value(msh_config *cfg, msh_cfg_id id, const char *key, const char *val, char *err, size_t errlen)
+{
+    const msh_cfg_var *v = var_of(id);
+    char k[128];
+    int i = -1, b = -1;
+    for (int j = 0; i < 0 && msh_cfg_info_key(id, j, k, sizeof k) == 0; j++)
+        if (strcmp(k, key) == 0)
+            i = j;
+    if (i < 0) {
+        if (err)
+            snprintf(err, errlen, "info key %s is not one of %s's", key, msh_cfg_name(id));
+        return -1;
+    }
+    if (v->kind == V_FLAGS ? (b = parse_bool(val)) < 0 : parse_value(cfg, v, val) != 0) {
+        if (err) {
+            char what[160];
+            snprintf(what, sizeof what, "info key %s", key);
+            invalid_line(err, errlen, what, val, "ignored", v->kind == V_FLAGS ? &bool_var : v);
+        }
+        return -1;
+    }
+    if (v->kind == V_FLAGS) {
+        unsigned *f = (unsigned *)field(cfg, v);
+        *f = b ? *f | 1u << i : *f & ~(1u << i);
+    }
+    return 0;
+}
+
+int msh_cfg_from_info(MPI_Info info, msh_cfg_id id, msh_config *cfg)
+{
+    int applied = 0;
+    char key[128], val[MPI_MAX_INFO_VAL + 1], err[512];
+    if (info == MPI_INFO_NULL)
+        return 0;
+    for (int i = 0; msh_cfg_info_key(id, i, key, sizeof key) == 0; i++) {
+        int flag = 0;
+        if (PMPI_Info_get(info, key, MPI_MAX_INFO_VAL, val, &flag) != MPI_SUCCESS || !flag)
+            continue;
+        if (msh_cfg_info_value(cfg, id, key, val, err, sizeof err) == 0)
+            applied++;
+        else
+            msh_log_once("%s", err);
+    }
+    return applied;
 }
 
 /* ------------------------------------------------------------ printing */

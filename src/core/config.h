@@ -3,6 +3,7 @@
 #ifndef MSH_CORE_CONFIG_H
 #define MSH_CORE_CONFIG_H
 
+#include <mpi.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -17,12 +18,38 @@ typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
 typedef enum { MSH_WIN_FENCE_HOST, MSH_WIN_FENCE_PASSIVE } msh_win_fence_mode;
 typedef enum { MSH_WIN_FLUSH_LOCAL_AUTO, MSH_WIN_FLUSH_LOCAL_HOST, MSH_WIN_FLUSH_LOCAL_FLUSH } msh_win_flush_local;
 
-/* MPISHIM_ASSERT flags (and the matching mpi_assert_* info keys). */
+/* MPISHIM_ASSERT flags (and the matching mpi_assert_* info keys); bit i is
+ * the i-th word of MPISHIM_ASSERT in config.c's table. */
 enum {
     MSH_ASSERT_NO_ANY_TAG       = 1u << 0,
     MSH_ASSERT_NO_ANY_SOURCE    = 1u << 1,
     MSH_ASSERT_ALLOW_OVERTAKING = 1u << 2,
 };
+
+/* One id per MPISHIM_* variable, in the order of the table in config.c
+ * (bit id of msh_config.from_env). */
+typedef enum {
+    MSH_CFG_DISABLE,
+    MSH_CFG_VERBOSE,
+    MSH_CFG_STATS,
+    MSH_CFG_SOLO,
+    MSH_CFG_NUM_VCIS,
+    MSH_CFG_MAP,
+    MSH_CFG_ASSERT,
+    MSH_CFG_PROGRESS,
+    MSH_CFG_SWEEP_POLLS,
+    MSH_CFG_WAIT,
+    MSH_CFG_SPIN_US,
+    MSH_CFG_HOST_THREAD,
+    MSH_CFG_PART,
+    MSH_CFG_PART_MIN_BYTES,
+    MSH_CFG_WIN_K,
+    MSH_CFG_WIN_ROUTE,
+    MSH_CFG_WIN_FENCE,
+    MSH_CFG_WIN_FLUSH_LOCAL,
+    MSH_CFG_WATCHDOG,
+    MSH_CFG_NVARS
+} msh_cfg_id;
 
 typedef struct msh_config {
     int                 disable;        /* MPISHIM_DISABLE */
@@ -68,6 +95,37 @@ void msh_cfg_init(void);
 
 /* Print the effective configuration, one variable per line. */
 void msh_cfg_print(FILE *out, const msh_config *cfg);
+
+/* The variable's name ("MPISHIM_..."). */
+const char *msh_cfg_name(msh_cfg_id id);
+
+/* The word of an enum variable's value (or of a flag variable's bit), as
+ * the variable spells it; "?" when id has no such word. */
+const char *msh_cfg_word(msh_cfg_id id, int value);
+
+/* Info keys. A variable with an info key in the table takes the same
+ * values, by the same parser, per object (window, request, communicator):
+ * the key's value goes through the variable's own parser. A flag variable
+ * (MPISHIM_ASSERT) has one boolean key per flag instead, the table's prefix
+ * plus the flag's word (mpi_assert_no_any_tag), taking the boolean values
+ * of the boolean variables.
+ *
+ * The i-th info key of variable id into buf; -1 when it has no i-th key. */
+int msh_cfg_info_key(msh_cfg_id id, int i, char *buf, size_t len);
+
+/* The string level shared with the environment: apply the value val of
+ * variable id's info key key to cfg's field. 0 on success; -1 when key is
+ * not one of id's keys or val is not accepted, cfg unchanged, and (err not
+ * NULL) one line in err: "info key K='V' ignored; accepted values: ...". */
+int msh_cfg_info_value(msh_config *cfg, msh_cfg_id id, const char *key, const char *val, char *err,
+                       size_t errlen);
+
+/* For each of variable id's info keys present in info (MPI_INFO_NULL: none),
+ * apply its value to cfg's field; a value the variable would not accept is
+ * ignored with the line above (msh_log_once). Returns how many keys were
+ * applied. The caller passes cfg with the field's starting value (usually
+ * msh_cfg's) and holds whatever lock host calls need (PMPI_Info_get). */
+int msh_cfg_from_info(MPI_Info info, msh_cfg_id id, msh_config *cfg);
 
 /* Levenshtein distance between two NUL-terminated strings (capped at 255 chars). */
 int msh_edit_distance(const char *a, const char *b);

@@ -158,10 +158,8 @@ static void print_stats(int leaked_reqs, int leaked_comms)
     if (!f)
         return;
     fprintf(f, "mpishim stats, rank %d: %d VCIs, progress %s, wait %s, host access %s\n", msh_rt.world_rank,
-            msh_pool.n, msh_cfg.progress == MSH_PROGRESS_GLOBAL ? "global"
-                        : msh_cfg.progress == MSH_PROGRESS_VCI ? "vci" : "thread",
-            msh_cfg.wait == MSH_WAIT_SPIN ? "spin" : msh_cfg.wait == MSH_WAIT_BLOCK ? "block" : "adaptive",
-            msh_pool.serialized ? "serialized" : "concurrent");
+            msh_pool.n, msh_cfg_word(MSH_CFG_PROGRESS, (int)msh_cfg.progress),
+            msh_cfg_word(MSH_CFG_WAIT, (int)msh_cfg.wait), msh_pool.serialized ? "serialized" : "concurrent");
     fprintf(f, "  %4s %10s %10s %8s %12s %10s %10s %10s %10s %8s\n", "vci", "sends", "recvs", "colls", "bytes",
             "polls", "empty", "completed", "cache_hit", "refills");
     for (int i = 0; i < msh_pool.n; i++) {

@@ -784,25 +784,13 @@ int msh_part_progress(msh_request *r, int blocking)
 
 /* ------------------------------------------------------------ init */
 
+/* The info key mpishim_part_min_bytes, else MPISHIM_PART_MIN_BYTES (parsed
+ * as that variable is, src/core/config.c). */
 static MPI_Count min_bytes_of(MPI_Info info)
 {
-    MPI_Count v = (MPI_Count)msh_cfg.part_min_bytes;
-    if (info == MPI_INFO_NULL)
-        return v;
-    char val[64];
-    int flag = 0;
-    if (PMPI_Info_get(info, "mpishim_part_min_bytes", (int)sizeof val - 1, val, &flag) == MPI_SUCCESS && flag) {
-        char *end = NULL;
-        long long x = strtoll(val, &end, 10);
-        if (end != val && x >= 0) {
-            if (*end == 'K' || *end == 'k')
-                x <<= 10;
-            else if (*end == 'M' || *end == 'm')
-                x <<= 20;
-            v = x;
-        }
-    }
-    return v;
+    msh_config c = msh_cfg;
+    msh_cfg_from_info(info, MSH_CFG_PART_MIN_BYTES, &c);
+    return (MPI_Count)c.part_min_bytes;
 }
 
 /* A peer's rank in MPI_COMM_WORLD (the remote group's for an

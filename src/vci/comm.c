@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <strings.h>
 
 #include "core/log.h"
 
@@ -51,29 +50,15 @@ msh_comm *msh_comm_lookup(MPI_Comm c)
 
 /* ------------------------------------------------------------ info */
 
-static const struct {
-    const char *key;
-    unsigned flag;
-} assert_keys[] = {
-    { "mpi_assert_no_any_tag", MSH_ASSERT_NO_ANY_TAG },
-    { "mpi_assert_no_any_source", MSH_ASSERT_NO_ANY_SOURCE },
-    { "mpi_assert_allow_overtaking", MSH_ASSERT_ALLOW_OVERTAKING },
-};
-#define NKEYS (sizeof assert_keys / sizeof assert_keys[0])
-
+/* The mpi_assert_* keys set to true in info: MPISHIM_ASSERT's info keys,
+ * one boolean per flag, parsed as the MPISHIM_* booleans are
+ * (src/core/config.c). */
 unsigned msh_info_asserts(MPI_Info info)
 {
-    unsigned flags = 0;
-    if (info == MPI_INFO_NULL)
-        return 0;
-    for (size_t k = 0; k < NKEYS; k++) {
-        char val[16];
-        int flag = 0;
-        if (PMPI_Info_get(info, assert_keys[k].key, (int)sizeof val - 1, val, &flag) == MPI_SUCCESS && flag &&
-            strcasecmp(val, "true") == 0)
-            flags |= assert_keys[k].flag;
-    }
-    return flags;
+    msh_config c = msh_cfg;
+    c.asserts = 0; /* the keys' part alone; callers add MPISHIM_ASSERT */
+    msh_cfg_from_info(info, MSH_CFG_ASSERT, &c);
+    return c.asserts;
 }
 
 /* The mapping a communicator gets: MPISHIM_MAP where its assertions make it
@@ -189,9 +174,10 @@ void msh_comm_add_info(MPI_Comm c, MPI_Info info)
     msh_comm *mc = msh_comm_lookup(c);
     if (!mc || info == MPI_INFO_NULL)
         return;
-    for (size_t k = 0; k < NKEYS; k++)
-        if (mc->info_asserts & assert_keys[k].flag)
-            PMPI_Info_set(info, assert_keys[k].key, "true");
+    char key[64];
+    for (int i = 0; msh_cfg_info_key(MSH_CFG_ASSERT, i, key, sizeof key) == 0; i++)
+        if (mc->info_asserts & (1u << i))
+            PMPI_Info_set(info, key, "true");
 }
 
 void msh_comm_set_errhandler(MPI_Comm c, MPI_Errhandler eh)

@@ -35,44 +35,24 @@ int msh_win_thread_slot_assign(void)
 }
 
 /* Fence over passive target: the info key mpishim_win_fence, else
- * MPISHIM_WIN_FENCE. */
+ * MPISHIM_WIN_FENCE (parsed as that variable is, src/core/config.c). */
 static int choose_passive(const msh_win_args *a)
 {
-    int passive = msh_cfg.win_fence == MSH_WIN_FENCE_PASSIVE;
-    char val[16];
-    int flag = 0;
-    if (a->info != MPI_INFO_NULL &&
-        PMPI_Info_get(a->info, "mpishim_win_fence", (int)sizeof val - 1, val, &flag) == MPI_SUCCESS && flag) {
-        if (strcmp(val, "passive") == 0 || strcmp(val, "host") == 0)
-            passive = val[0] == 'p';
-        else
-            msh_log_once("info key mpishim_win_fence=\"%s\" ignored: accepted values are host or passive", val);
-    }
-    return passive;
+    msh_config c = msh_cfg;
+    msh_cfg_from_info(a->info, MSH_CFG_WIN_FENCE, &c);
+    return c.win_fence == MSH_WIN_FENCE_PASSIVE;
 }
 
 /* Bytes MPI_Win_allocate is asked for: see win.h (MPICH 4.0.2). */
 #define ALLOC_ROUND 16
 
 /* K from the info key mpishim_win_k, else MPISHIM_WIN_K, else auto. */
+_Static_assert(MSH_WIN_MAX_K >= MSH_MAX_VCIS, "MPISHIM_WIN_K accepts up to MSH_MAX_VCIS");
 static int choose_k(const msh_win_args *a)
 {
-    int k = msh_cfg.win_k;
-    if (a->info != MPI_INFO_NULL) {
-        char val[32];
-        int flag = 0;
-        if (PMPI_Info_get(a->info, "mpishim_win_k", (int)sizeof val - 1, val, &flag) == MPI_SUCCESS && flag) {
-            char *end;
-            long v = strtol(val, &end, 10);
-            if (strcmp(val, "auto") == 0)
-                k = 0;
-            else if (end != val && *end == '\0' && v >= 1 && v <= MSH_WIN_MAX_K)
-                k = (int)v;
-            else
-                msh_log_once("info key mpishim_win_k=\"%s\" ignored: accepted values are auto or 1..%d", val,
-                         MSH_WIN_MAX_K);
-        }
-    }
+    msh_config c = msh_cfg;
+    msh_cfg_from_info(a->info, MSH_CFG_WIN_K, &c);
+    int k = c.win_k;
     if (k == 0)
         k = a->flavor == MPI_WIN_FLAVOR_CREATE || a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? msh_pool.n : 1;
     return k < 1 ? 1 : k > MSH_WIN_MAX_K ? MSH_WIN_MAX_K : k;

@@ -31,6 +31,10 @@
  *     asserts the contrary they are erroneous and a host may do anything.
  *     Receives with a specific tag and source work in every case.
  * After every error, normal communication on that communicator is checked.
+ * The mpi_assert_* keys take the booleans the MPISHIM_* booleans take
+ * (src/core/config.c): 1|yes|on|true and 0|no|off|false, any case; with the
+ * shim active a true one is reported by MPI_Comm_get_info, and any other
+ * value is ignored with one warning line on rank 0.
  */
 /* mpishim-env: MPISHIM_ASSERT=no_any_tag */
 /* mpishim-env: MPISHIM_ASSERT=no_any_source */
@@ -380,6 +384,47 @@ static void solo_phase(void)
     atomic_store(&handler_calls, 0); /* the threads count their own */
 }
 
+/* One duplicate per value of mpi_assert_allow_overtaking (no traffic on it:
+ * the point is how the value is read). */
+static void assert_values(void)
+{
+    static const struct {
+        const char *val;
+        int ok, set;
+    } cases[] = {
+        { "true", 1, 1 }, { "TRUE", 1, 1 }, { "yes", 1, 1 }, { "1", 1, 1 }, { "On", 1, 1 },
+        { "false", 1, 0 }, { "0", 1, 0 }, { "no", 1, 0 }, { "maybe", 0, 0 }, { "2", 0, 0 },
+    };
+    const char *key = "mpi_assert_allow_overtaking";
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        MPI_Info info, used;
+        MPI_Comm c;
+        char line[160], v[MPI_MAX_INFO_VAL + 1] = "";
+        int flag = 0;
+        snprintf(line, sizeof line, "mpishim: info key %s='%s' ignored; accepted values: ", key, cases[i].val);
+        CHECK_MPI(MPI_Info_create(&info));
+        CHECK_MPI(MPI_Info_set(info, key, cases[i].val));
+        if (rank == 0)
+            test_capture_stderr_begin();
+        CHECK_MPI(MPI_Comm_dup_with_info(MPI_COMM_WORLD, info, &c));
+        if (rank == 0) {
+            int n = test_capture_stderr_end(line), want = shim_active && !cases[i].ok;
+            CHECK(n == want, "%s='%s': %d warning lines, expected %d", key, cases[i].val, n, want);
+        }
+        CHECK_MPI(MPI_Info_free(&info));
+        CHECK_MPI(MPI_Comm_get_info(c, &used));
+        CHECK_MPI(MPI_Info_get(used, key, MPI_MAX_INFO_VAL, v, &flag));
+        CHECK_MPI(MPI_Info_free(&used));
+        /* Only the true ones: for the others the host's own reading shows
+         * (both hosts report "2" as true, as their hint parsers take any
+         * nonzero number). */
+        if (shim_active && cases[i].set)
+            CHECK(flag && strcmp(v, "true") == 0, "%s='%s': MPI_Comm_get_info reports %s, expected true", key,
+                  cases[i].val, flag ? v : "(not set)");
+        CHECK_MPI(MPI_Comm_free(&c));
+    }
+}
+
 int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
@@ -418,6 +463,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Comm_set_errhandler(c_nt, eh));
     CHECK_MPI(MPI_Comm_set_errhandler(c_ns, eh));
     CHECK_MPI(MPI_Errhandler_free(&eh));
+    assert_values();
 
     peer = rank ^ 1;
     if (peer < size) {

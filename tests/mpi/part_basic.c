@@ -24,6 +24,11 @@
  *  - Zero count: count 0 with 1 and 4 partitions, and 3 send partitions
  *    against 5 receive partitions; MPI_Parrived must report every
  *    partition, the count is 0 and nothing is written.
+ *  - The info key mpishim_part_min_bytes on MPI_Psend_init takes what
+ *    MPISHIM_PART_MIN_BYTES takes (same parser: 0..1G, suffixes K, M, G
+ *    with optional B or iB, any case): a value the variable refuses is
+ *    ignored with one warning line on rank 0, an accepted one with none
+ *    (read by the shim's partitioned layer only); the data arrive either way.
  *  - partitions = 0 is not tested: the standard's text (MPI 4.0 sec. 4.2,
  *    4.2.1: "Valid partitioned communication operations must have one or
  *    more partitions specified", and for MPI_PSEND_INIT and MPI_PRECV_INIT
@@ -38,6 +43,7 @@
 #include "mpishim.h"
 
 #include <stdint.h>
+#include <strings.h>
 
 #define TOTAL 448
 #define GUARD 16
@@ -291,6 +297,64 @@ static void zero_count(void)
     }
 }
 
+/* The shim's partitioned layer serves MPI_Psend_init: the shim is active
+ * and not handing partitioned calls to a host that has its own. */
+static int shim_layer(void)
+{
+    if (!test_shim_call("mpishim_active"))
+        return 0;
+#if MPI_VERSION >= 4
+    const char *p = getenv("MPISHIM_PART");
+    if (p && strcasecmp(p, "native") == 0)
+        return 0;
+#endif
+    return 1;
+}
+
+static void min_bytes_info(void)
+{
+    static const struct {
+        const char *val;
+        int ok;
+    } cases[] = {
+        { "0", 1 },   { "64", 1 },     { "16KB", 1 },  { "8K", 1 },    { "8kib", 1 }, { "2M", 1 },
+        { "1G", 1 },  { "2G", 0 },     { "1T", 0 },    { "8Kx", 0 },   { "-1", 0 },   { "banana", 0 },
+    };
+    int layer = shim_layer();
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int tag = 950 + (int)i, sbuf[8], rbuf[8];
+        MPI_Info info;
+        MPI_Request s, r;
+        char line[160];
+        snprintf(line, sizeof line, "mpishim: info key mpishim_part_min_bytes='%s' ignored; accepted values: ",
+                 cases[i].val);
+        for (int k = 0; k < 8; k++) {
+            sbuf[k] = word(rank, tag, 0, k);
+            rbuf[k] = SENTINEL;
+        }
+        CHECK_MPI(MPI_Info_create(&info));
+        CHECK_MPI(MPI_Info_set(info, "mpishim_part_min_bytes", cases[i].val));
+        if (rank == 0)
+            test_capture_stderr_begin();
+        CHECK_MPI(MPI_Psend_init(sbuf, 4, 2, MPI_INT, peer, tag, MPI_COMM_WORLD, info, &s));
+        if (rank == 0) {
+            int n = test_capture_stderr_end(line), want = layer && !cases[i].ok;
+            CHECK(n == want, "mpishim_part_min_bytes='%s': %d warning lines, expected %d", cases[i].val, n, want);
+        }
+        CHECK_MPI(MPI_Info_free(&info));
+        CHECK_MPI(MPI_Precv_init(rbuf, 2, 4, MPI_INT, peer, tag, MPI_COMM_WORLD, MPI_INFO_NULL, &r));
+        CHECK_MPI(MPI_Start(&r));
+        CHECK_MPI(MPI_Start(&s));
+        CHECK_MPI(MPI_Pready_range(0, 3, s));
+        CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
+        CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        for (int k = 0; k < 8; k++)
+            CHECK(rbuf[k] == word(peer, tag, 0, k), "mpishim_part_min_bytes='%s': int %d wrong", cases[i].val, k);
+        CHECK_MPI(MPI_Request_free(&s));
+        CHECK_MPI(MPI_Request_free(&r));
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -313,6 +377,7 @@ int main(int argc, char **argv)
                 CHECK_MPI(MPI_Type_free(&ch[k].rtype));
         }
         zero_count();
+        min_bytes_info();
     }
     test_finish("part_basic");
     return 0;

@@ -9,7 +9,12 @@
  *    MPI_WIN_MODEL for every flavor; MPI_Win_shared_query on a shared
  *    window; MPI_Win_get_group; names.
  * 3. Errors go through the user window's handler, once, with the right
- *    class, also from an operation routed to an internal window. */
+ *    class, also from an operation routed to an internal window.
+ * 4. The info keys mpishim_win_k and mpishim_win_fence take what
+ *    MPISHIM_WIN_K and MPISHIM_WIN_FENCE take (same parser, so same case
+ *    rules and bounds): a value the variable refuses is ignored with one
+ *    warning line on rank 0, an accepted one with none, and the window works
+ *    either way (read by the runtime only: no line without it). */
 /* mpishim-env: MPISHIM_WIN_K=4 */
 /* mpishim-env: MPISHIM_WIN_K=4 MPISHIM_HOST_THREAD=serialized */
 #include <stdint.h>
@@ -222,6 +227,49 @@ static void errors(void)
     CHECK_MPI(MPI_Win_free(&win));
 }
 
+static void info_keys_as_env(void)
+{
+    static const struct {
+        const char *key, *val;
+        int ok;
+    } cases[] = {
+        { "mpishim_win_k", "2", 1 },           { "mpishim_win_k", " 3 ", 1 },
+        { "mpishim_win_k", "AUTO", 1 },        { "mpishim_win_k", "05", 1 },
+        { "mpishim_win_k", "65", 0 },          { "mpishim_win_k", "0", 0 },
+        { "mpishim_win_k", "2x", 0 },          { "mpishim_win_fence", "host", 1 },
+        { "mpishim_win_fence", "Passive", 1 }, { "mpishim_win_fence", "PASSIVE", 1 },
+        { "mpishim_win_fence", "lockall", 0 },
+    };
+    int runtime = test_shim_call("mpishim_runtime");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        test_step = "info keys as the variables";
+        MPI_Info info;
+        MPI_Win win;
+        long mem[4] = { 0 }, v = me + 1;
+        char line[160];
+        snprintf(line, sizeof line, "mpishim: info key %s='%s' ignored; accepted values: ", cases[i].key,
+                 cases[i].val);
+        CHECK_MPI(MPI_Info_create(&info));
+        CHECK_MPI(MPI_Info_set(info, cases[i].key, cases[i].val));
+        if (me == 0)
+            test_capture_stderr_begin();
+        CHECK_MPI(MPI_Win_create(mem, sizeof mem, sizeof(long), info, MPI_COMM_WORLD, &win));
+        if (me == 0) {
+            int n = test_capture_stderr_end(line), want = runtime && !cases[i].ok;
+            CHECK(n == want, "%s='%s': %d warning lines, expected %d (runtime %s)", cases[i].key, cases[i].val, n,
+                  want, runtime ? "on" : "off");
+        }
+        CHECK_MPI(MPI_Info_free(&info));
+        CHECK_MPI(MPI_Win_fence(0, win));
+        CHECK_MPI(MPI_Put(&v, 1, MPI_LONG, (me + 1) % np, 0, 1, MPI_LONG, win));
+        CHECK_MPI(MPI_Win_fence(0, win));
+        int from = (me + np - 1) % np + 1;
+        CHECK(mem[0] == from, "%s='%s': the Put from the left neighbour brought %ld, expected %d", cases[i].key,
+              cases[i].val, mem[0], from);
+        CHECK_MPI(MPI_Win_free(&win));
+    }
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -241,6 +289,7 @@ int main(int argc, char **argv)
     large_count_constructors();
 #endif
     errors();
+    info_keys_as_env();
     test_watchdog("rma_alloc", 0);
     test_finish("rma_alloc");
     return 0;

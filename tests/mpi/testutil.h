@@ -274,4 +274,52 @@ static void test_rank_size(MPI_Comm comm, int *rank, int *size)
     CHECK_MPI(MPI_Comm_size(comm, size));
 }
 
+/* A shim entry point (int f(void)) by name, 0 when the shim is absent:
+ * mpishim_active, mpishim_runtime. */
+__attribute__((unused))
+static int test_shim_call(const char *name)
+{
+    void *sym = dlsym(RTLD_DEFAULT, name);
+    int (*fn)(void) = NULL;
+    if (sym != NULL)
+        memcpy(&fn, &sym, sizeof fn);
+    return fn ? fn() : 0;
+}
+
+/* Capture this process's stderr (where the shim's one-line messages go,
+ * rank 0's for messages every rank would print) between begin and end; end
+ * copies the text to the real stderr too, so the log keeps it, and returns
+ * how many lines start with prefix. One thread at a time. */
+static int test_capture_fd_ = -1, test_capture_saved_ = -1;
+
+__attribute__((unused))
+static void test_capture_stderr_begin(void)
+{
+    char path[] = "/tmp/mpishim-test-stderr-XXXXXX";
+    fflush(stderr);
+    test_capture_fd_ = mkstemp(path);
+    CHECK(test_capture_fd_ >= 0, "mkstemp %s failed", path);
+    unlink(path);
+    test_capture_saved_ = dup(2);
+    CHECK(test_capture_saved_ >= 0 && dup2(test_capture_fd_, 2) == 2, "cannot redirect stderr");
+}
+
+__attribute__((unused))
+static int test_capture_stderr_end(const char *prefix)
+{
+    static char buf[16384];
+    fflush(stderr);
+    dup2(test_capture_saved_, 2);
+    close(test_capture_saved_);
+    ssize_t n = pread(test_capture_fd_, buf, sizeof buf - 1, 0);
+    close(test_capture_fd_);
+    buf[n > 0 ? n : 0] = '\0';
+    fputs(buf, stderr);
+    int count = 0;
+    size_t plen = strlen(prefix);
+    for (const char *l = buf; *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : l + strlen(l))
+        count += strncmp(l, prefix, plen) == 0;
+    return count;
+}
+
 #endif /* MPISHIM_TESTUTIL_H */

@@ -1,4 +1,7 @@
-/* Unit tests of the MPISHIM_* parser (src/core/config.c): no MPI needed. */
+/* Unit tests of the MPISHIM_* parser (src/core/config.c) and of the info
+ * keys' string level, which shares it: no MPI call made (the MPI_Info level,
+ * msh_cfg_from_info, is checked by tests/mpi/rma_alloc, mt_hints_error and
+ * part_basic). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +173,148 @@ static void test_edit_distance(void)
     EXPECT(msh_edit_distance("MPISHIM_MAP", "MPISHIM_WAIT") == 3);
 }
 
+
+/* Every field, so that a result through one path can be compared with the
+ * other's whatever variable it set. */
+static int same_cfg(const msh_config *a, const msh_config *b)
+{
+    return a->disable == b->disable && a->verbose == b->verbose && a->stats == b->stats && a->solo == b->solo &&
+           a->num_vcis == b->num_vcis && a->map == b->map && a->asserts == b->asserts &&
+           a->progress == b->progress && a->sweep_polls == b->sweep_polls && a->wait == b->wait &&
+           a->spin_us == b->spin_us && a->host_thread == b->host_thread && a->part == b->part &&
+           a->part_min_bytes == b->part_min_bytes && a->win_k == b->win_k && a->win_route == b->win_route &&
+           a->win_fence == b->win_fence && a->win_flush_local == b->win_flush_local && a->watchdog == b->watchdog;
+}
+
+/* Strings for every kind of value: good and bad ones, case variants,
+ * bounds, suffixes, blanks. */
+static const char *const samples[] = {
+    "", " ", "0", "1", "2", "4", " 4 ", "04", "+4", "-1", "4x", "1.5", "0x10", "64", "65", "86400",
+    "99999999999999999999", "auto", "AUTO", "Auto", "off", "OFF", "host", "Host", "passive", "PASSIVE",
+    "passive ", "passiv", "lockall", "banana", "yes", "Yes", "true", "TRUE", "false", "no", "on", "maybe",
+    "8K", "8k", "8KB", "8kib", "8KiB", "8 K", "8Kx", "K", "8M", "1G", "2G", "1T", "1073741824", "1073741825",
+    "2\nx",
+};
+#define NSAMPLES (sizeof samples / sizeof samples[0])
+
+/* For every variable with an info key, each sample gives the same result
+ * through the environment and through the key: accepted or not, and the
+ * same configuration. A flag variable's keys are booleans: they follow a
+ * boolean variable (MPISHIM_STATS) and set or clear their own bit. */
+static void test_info_same_as_env(void)
+{
+    int nkeys = 0;
+    for (int id = 0; id < MSH_CFG_NVARS; id++) {
+        char key[128];
+        for (int k = 0; msh_cfg_info_key((msh_cfg_id)id, k, key, sizeof key) == 0; k++) {
+            nkeys++;
+            int flags = id == MSH_CFG_ASSERT;
+            for (size_t i = 0; i < NSAMPLES; i++) {
+                msh_config ce, ci;
+                char kv[256], err[512], ierr[512] = "";
+                snprintf(kv, sizeof kv, "%s=%s", flags ? "MPISHIM_STATS" : msh_cfg_name((msh_cfg_id)id), samples[i]);
+                int re = parse1(&ce, kv, err, sizeof err);
+                msh_cfg_defaults(&ci);
+                int ri = msh_cfg_info_value(&ci, (msh_cfg_id)id, key, samples[i], ierr, sizeof ierr);
+                int same;
+                if (flags) {
+                    unsigned bit = 1u << k;
+                    same = re == ri && (re != 0 || ci.asserts == (ce.stats ? bit : 0u));
+                    /* false clears the key's bit, and only it */
+                    ci.asserts = ~0u;
+                    msh_cfg_info_value(&ci, (msh_cfg_id)id, key, samples[i], NULL, 0);
+                    same = same && ci.asserts == (re != 0 || ce.stats ? ~0u : ~bit);
+                } else {
+                    same = re == ri && (re != 0 || same_cfg(&ce, &ci));
+                }
+                if (!same) {
+                    fprintf(stderr, "FAIL info %s='%s': env rc %d, info rc %d (%s)\n", key, samples[i], re, ri,
+                            ierr);
+                    failures++;
+                }
+                if (ri != 0 && (strncmp(ierr, "info key ", 9) != 0 || strchr(ierr, '\n') ||
+                                !strstr(ierr, "' ignored; accepted values: "))) {
+                    fprintf(stderr, "FAIL info %s='%s': warning '%s'\n", key, samples[i], ierr);
+                    failures++;
+                }
+            }
+        }
+    }
+    EXPECT(nkeys == 6); /* 3 mpi_assert_*, part_min_bytes, win_k, win_fence */
+}
+
+/* What the keys accept, spelled out: the shared parser itself is checked,
+ * not only that both paths agree. */
+static int info1(msh_config *c, msh_cfg_id id, const char *key, const char *val, char *err, size_t errlen)
+{
+    msh_cfg_defaults(c);
+    err[0] = '\0';
+    return msh_cfg_info_value(c, id, key, val, err, errlen);
+}
+
+static void test_info_values(void)
+{
+    msh_config c;
+    char err[512];
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_k", "4", err, sizeof err) == 0 && c.win_k == 4);
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_k", " 4 ", err, sizeof err) == 0 && c.win_k == 4);
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_k", "AUTO", err, sizeof err) == 0 && c.win_k == 0);
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_k", "64", err, sizeof err) == 0 && c.win_k == 64);
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_k", "65", err, sizeof err) == -1 && c.win_k == 0);
+    EXPECT(strcmp(err, "info key mpishim_win_k='65' ignored; accepted values: auto or an integer 1..64") == 0);
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_k", "0", err, sizeof err) == -1);
+    EXPECT(info1(&c, MSH_CFG_WIN_FENCE, "mpishim_win_fence", "Passive", err, sizeof err) == 0 &&
+           c.win_fence == MSH_WIN_FENCE_PASSIVE);
+    EXPECT(info1(&c, MSH_CFG_WIN_FENCE, "mpishim_win_fence", "host", err, sizeof err) == 0 &&
+           c.win_fence == MSH_WIN_FENCE_HOST);
+    EXPECT(info1(&c, MSH_CFG_WIN_FENCE, "mpishim_win_fence", "lockall", err, sizeof err) == -1);
+    EXPECT(strcmp(err, "info key mpishim_win_fence='lockall' ignored; accepted values: host|passive") == 0);
+    EXPECT(info1(&c, MSH_CFG_PART_MIN_BYTES, "mpishim_part_min_bytes", "8KiB", err, sizeof err) == 0 &&
+           c.part_min_bytes == 8192);
+    EXPECT(info1(&c, MSH_CFG_PART_MIN_BYTES, "mpishim_part_min_bytes", "1g", err, sizeof err) == 0 &&
+           c.part_min_bytes == 1u << 30);
+    /* Before the shared parser the key took any size (no bound) and "8Kx". */
+    EXPECT(info1(&c, MSH_CFG_PART_MIN_BYTES, "mpishim_part_min_bytes", "2G", err, sizeof err) == -1 &&
+           c.part_min_bytes == 0);
+    EXPECT(info1(&c, MSH_CFG_PART_MIN_BYTES, "mpishim_part_min_bytes", "8Kx", err, sizeof err) == -1);
+    EXPECT(info1(&c, MSH_CFG_ASSERT, "mpi_assert_no_any_source", "TRUE", err, sizeof err) == 0 &&
+           c.asserts == MSH_ASSERT_NO_ANY_SOURCE);
+    EXPECT(info1(&c, MSH_CFG_ASSERT, "mpi_assert_allow_overtaking", "yes", err, sizeof err) == 0 &&
+           c.asserts == MSH_ASSERT_ALLOW_OVERTAKING);
+    EXPECT(info1(&c, MSH_CFG_ASSERT, "mpi_assert_no_any_tag", "maybe", err, sizeof err) == -1 && c.asserts == 0);
+    EXPECT(strstr(err, "info key mpi_assert_no_any_tag='maybe' ignored; accepted values: 0|1") == err);
+    /* A key of another variable, or none at all. */
+    EXPECT(info1(&c, MSH_CFG_WIN_K, "mpishim_win_fence", "4", err, sizeof err) == -1 && c.win_k == 0);
+    EXPECT(info1(&c, MSH_CFG_MAP, "mpishim_map", "tag", err, sizeof err) == -1 && c.map == MSH_MAP_COMM);
+    /* Escaped like the environment's values. */
+    EXPECT(info1(&c, MSH_CFG_WIN_FENCE, "mpishim_win_fence", "host\nmpishim: x", err, sizeof err) == -1);
+    EXPECT(strstr(err, "='host\\nmpishim: x' ignored") != NULL && !strchr(err, '\n'));
+    char key[64];
+    EXPECT(msh_cfg_info_key(MSH_CFG_ASSERT, 2, key, sizeof key) == 0 && strcmp(key, "mpi_assert_allow_overtaking") == 0);
+    EXPECT(msh_cfg_info_key(MSH_CFG_ASSERT, 3, key, sizeof key) == -1);
+    EXPECT(msh_cfg_info_key(MSH_CFG_WIN_K, 1, key, sizeof key) == -1);
+    EXPECT(msh_cfg_info_key(MSH_CFG_NUM_VCIS, 0, key, sizeof key) == -1);
+}
+
+/* The table has an entry for every id, and its words are the enums'. */
+static void test_table(void)
+{
+    for (int id = 0; id < MSH_CFG_NVARS; id++) {
+        const char *n = msh_cfg_name((msh_cfg_id)id);
+        if (!n || strncmp(n, "MPISHIM_", 8) != 0) {
+            fprintf(stderr, "FAIL table entry %d has no name\n", id);
+            failures++;
+        }
+    }
+    EXPECT(strcmp(msh_cfg_name(MSH_CFG_WIN_K), "MPISHIM_WIN_K") == 0);
+    EXPECT(strcmp(msh_cfg_word(MSH_CFG_PROGRESS, MSH_PROGRESS_VCI), "vci") == 0);
+    EXPECT(strcmp(msh_cfg_word(MSH_CFG_WAIT, MSH_WAIT_ADAPTIVE), "adaptive") == 0);
+    EXPECT(strcmp(msh_cfg_word(MSH_CFG_WAIT, 3), "?") == 0);
+    EXPECT(strcmp(msh_cfg_word(MSH_CFG_NUM_VCIS, 0), "?") == 0);
+    EXPECT(strcmp(msh_cfg_word(MSH_CFG_ASSERT, 1), "no_any_source") == 0); /* bit 1 = MSH_ASSERT_NO_ANY_SOURCE */
+    EXPECT(MSH_ASSERT_NO_ANY_SOURCE == 1u << 1);
+}
+
 static void test_print(void)
 {
     msh_config c;
@@ -196,6 +341,9 @@ int main(void)
     test_escaped();
     test_edit_distance();
     test_print();
+    test_info_same_as_env();
+    test_info_values();
+    test_table();
     if (failures) {
         fprintf(stderr, "test_config: %d failure(s)\n", failures);
         return 1;
