@@ -247,10 +247,18 @@ mpirun_flags() { # host-specific flags to run as root, oversubscribed
 
 variant=${TEST_VARIANT:-}
 # ---------------------------------------------------------------- unit tests
+# For every host: each build compiles them against its own mpi.h (handle
+# types, MPI_ANY_SOURCE and friends differ between hosts).
 [ -n "$variant" ] ||
-for u in "$build/${hosts[0]}"/tests/unit/test_*; do
-    [ -x "$u" ] || continue
-    run_case "unit $(basename "$u")" expect_ok "$u"
+for host in "${hosts[@]}"; do
+    n=0
+    for u in "$build/$host"/tests/unit/test_*; do
+        [ -x "$u" ] || continue
+        n=$((n + 1))
+        run_case "$host unit $(basename "$u")" expect_ok "$u"
+    done
+    # A build without its unit tests must not pass silently.
+    [ $n -gt 0 ] || run_case "$host unit tests built" expect_ok false
 done
 
 # ---------------------------------------------------------------- per host

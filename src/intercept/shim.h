@@ -71,12 +71,8 @@ static inline int msh_comm_error(MPI_Comm c, int err)
 /* Reject a wildcard that c's assertions rule out. */
 static inline int msh_check_wildcards(MPI_Comm c, const msh_comm *mc, int source, int tag)
 {
-    unsigned a = mc ? mc->asserts : msh_cfg.asserts;
-    if (MSH_UNLIKELY(source == MPI_ANY_SOURCE && (a & MSH_ASSERT_NO_ANY_SOURCE)))
-        return msh_comm_error(c, MPI_ERR_RANK);
-    if (MSH_UNLIKELY(tag == MPI_ANY_TAG && (a & MSH_ASSERT_NO_ANY_TAG)))
-        return msh_comm_error(c, MPI_ERR_TAG);
-    return MPI_SUCCESS;
+    int err = msh_wildcard_refused(mc ? mc->asserts : msh_cfg.asserts, source, tag);
+    return MSH_UNLIKELY(err != MPI_SUCCESS) ? msh_comm_error(c, err) : MPI_SUCCESS;
 }
 
 /* Copy a completion status to the user, all but MPI_ERROR: MPI 4.0 section

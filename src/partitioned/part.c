@@ -1,6 +1,7 @@
 /* Partitioned channels: communicator ids, the header dispatcher, init, Start, Pready/Parrived,
  * progress and teardown (see part.h). */
 #include "partitioned/part.h"
+#include "partitioned/plan.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -557,7 +558,7 @@ static int create_send(msh_part *p, int m)
 {
     part_msg *g = &p->msg[m];
     int first = m * p->group;
-    g->nparts = p->partitions - first < p->group ? p->partitions - first : p->group;
+    g->nparts = msh_pplan_msg_nparts(p->partitions, p->group, m);
     MPI_Count n = p->count * g->nparts;
     if (n > INT32_MAX)
         return MPI_ERR_COUNT;
@@ -570,8 +571,8 @@ static int create_send(msh_part *p, int m)
 static int create_recv(msh_part *p, int m)
 {
     MPI_Count cap = (MPI_Count)p->partitions * p->count * p->tsize;
-    MPI_Count off = (MPI_Count)m * p->msg_bytes;
-    MPI_Count len = m == p->nmsg - 1 ? p->total - off : p->msg_bytes;
+    msh_prange mr = msh_pplan_msg_range(p->total, p->msg_bytes, p->nmsg, m);
+    MPI_Count off = mr.lo, len = mr.hi - mr.lo;
     MPI_Count fit = off >= cap ? 0 : (cap - off < len ? cap - off : len);
     if (p->contig || p->tsize == 0 || p->stage) {
         char *base = p->stage ? p->stage : p->buf;
@@ -621,9 +622,7 @@ static int create_recvs(msh_part *p)
     p->nmsg = (int)h[5];
     p->total = h[6];
     p->tag_base = (int)h[7];
-    p->msg_bytes = p->nmsg ? (p->total + p->nmsg - 1) / p->nmsg : 0;
-    if (p->nmsg > 0 && h[3] > 0) /* messages hold whole sender partitions */
-        p->msg_bytes = (p->total / h[3]) * p->group;
+    p->msg_bytes = msh_pplan_msg_bytes(p->total, h[3] > 0 && h[3] <= INT32_MAX ? (int)h[3] : 0, p->group, p->nmsg);
     p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
     if (!p->msg)
         return MPI_ERR_NO_MEM;
@@ -642,31 +641,18 @@ static int create_recvs(msh_part *p)
  * bytes [lo, hi) of the message stream, and the messages covering them. */
 static void part_range(const msh_part *p, int i, MPI_Count *lo, MPI_Count *hi, int *m0, int *m1)
 {
-    MPI_Count rpb = p->count * p->tsize;
-    *lo = (MPI_Count)i * rpb;
-    *hi = *lo + rpb < p->total ? *lo + rpb : p->total;
-    *m0 = 0;
-    *m1 = p->nmsg - 1;
-    if (*lo < *hi && p->msg_bytes > 0) {
-        *m0 = (int)(*lo / p->msg_bytes);
-        *m1 = (int)((*hi - 1) / p->msg_bytes);
-        if (*m1 >= p->nmsg)
-            *m1 = p->nmsg - 1;
-    }
+    msh_prange r = msh_pplan_recv_part(p->total, p->msg_bytes, p->nmsg, p->count * p->tsize, i);
+    *lo = r.lo;
+    *hi = r.hi;
+    *m0 = r.first;
+    *m1 = r.last;
 }
 
 /* Message m is done: unpack every receive partition it completes. */
 static void unpack_after(msh_part *p, int m)
 {
-    MPI_Count rpb = p->count * p->tsize;
-    MPI_Count off = (MPI_Count)m * p->msg_bytes;
-    MPI_Count end = m == p->nmsg - 1 ? p->total : off + p->msg_bytes;
-    if (rpb == 0 || off >= end)
-        return;
-    int i0 = (int)(off / rpb), i1 = (int)((end - 1) / rpb);
-    if (i1 >= p->partitions)
-        i1 = p->partitions - 1;
-    for (int i = i0; i <= i1; i++) {
+    msh_prange span = msh_pplan_msg_rparts(p->total, p->msg_bytes, p->nmsg, p->count * p->tsize, p->partitions, m);
+    for (int i = span.first; i <= span.last; i++) {
         MPI_Count lo, hi;
         int m0, m1, all = 1;
         part_range(p, i, &lo, &hi, &m0, &m1);
@@ -923,12 +909,8 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
     p->contig = rc == MPI_SUCCESS && tlb == 0 && lb == 0 && text == p->extent && (MPI_Count)p->extent == p->tsize;
     if (rc == MPI_SUCCESS && send) {
         MPI_Count pb = count * p->tsize, minb = min_bytes_of(info);
-        p->group = 1;
-        if (pb > 0 && minb > pb)
-            p->group = (int)((minb + pb - 1) / pb);
-        if (p->group > partitions)
-            p->group = partitions > 0 ? partitions : 1;
-        p->nmsg = partitions ? (partitions + p->group - 1) / p->group : 0;
+        p->group = msh_pplan_group(pb, minb, partitions);
+        p->nmsg = msh_pplan_nmsg(partitions, p->group);
         p->total = pb * partitions;
         if (p->nmsg >= tag_ub) {
             rc = MPI_ERR_ARG;

@@ -61,26 +61,6 @@ unsigned msh_info_asserts(MPI_Info info)
     return c.asserts;
 }
 
-/* The mapping a communicator gets: MPISHIM_MAP where its assertions make it
- * legal, else comm (rule 1). */
-static msh_map_policy effective_map(unsigned asserts)
-{
-    int tag_ok = !!(asserts & MSH_ASSERT_NO_ANY_TAG);
-    int src_ok = !!(asserts & MSH_ASSERT_NO_ANY_SOURCE);
-    switch (msh_cfg.map) {
-    case MSH_MAP_TAG:    return tag_ok ? MSH_MAP_TAG : MSH_MAP_COMM;
-    case MSH_MAP_PEER:   return src_ok ? MSH_MAP_PEER : MSH_MAP_COMM;
-    case MSH_MAP_HASH:
-        if (tag_ok && src_ok)
-            return MSH_MAP_HASH;
-        return tag_ok ? MSH_MAP_TAG : src_ok ? MSH_MAP_PEER : MSH_MAP_COMM;
-    case MSH_MAP_THREAD:
-        return tag_ok && src_ok && (asserts & MSH_ASSERT_ALLOW_OVERTAKING) ? MSH_MAP_THREAD : MSH_MAP_COMM;
-    case MSH_MAP_COMM:
-    default:             return MSH_MAP_COMM;
-    }
-}
-
 int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
 {
     if (c == MPI_COMM_NULL)
@@ -94,7 +74,7 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
     msh_comm *pc = parent != MPI_COMM_NULL ? msh_comm_lookup(parent) : NULL;
     mc->info_asserts = (pc ? pc->info_asserts : 0) | msh_info_asserts(info);
     mc->asserts = msh_cfg.asserts | mc->info_asserts;
-    mc->map = effective_map(mc->asserts);
+    mc->map = msh_map_effective(msh_cfg.map, mc->asserts);
     PMPI_Comm_rank(c, &mc->rank);
     if (mc->map != MSH_MAP_COMM && msh_pool.n > 1) {
         /* Spread over K duplicates, one per VCI: made here, inside the

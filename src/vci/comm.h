@@ -100,9 +100,43 @@ int msh_thread_vci_assign(void);
 
 static inline uint32_t msh_handle_hash(MPI_Comm c) { return msh_key_hash(msh_handle_key(&c, sizeof c)); }
 
+/* The mapping a communicator gets: want (MPISHIM_MAP) where asserts make
+ * it legal, else the nearest that is (rule 1). Pure, so that
+ * tests/unit/test_route.c checks the same rule msh_comm_register applies. */
+static inline msh_map_policy msh_map_effective(msh_map_policy want, unsigned asserts)
+{
+    int tag_ok = !!(asserts & MSH_ASSERT_NO_ANY_TAG);
+    int src_ok = !!(asserts & MSH_ASSERT_NO_ANY_SOURCE);
+    switch (want) {
+    case MSH_MAP_TAG:    return tag_ok ? MSH_MAP_TAG : MSH_MAP_COMM;
+    case MSH_MAP_PEER:   return src_ok ? MSH_MAP_PEER : MSH_MAP_COMM;
+    case MSH_MAP_HASH:
+        if (tag_ok && src_ok)
+            return MSH_MAP_HASH;
+        return tag_ok ? MSH_MAP_TAG : src_ok ? MSH_MAP_PEER : MSH_MAP_COMM;
+    case MSH_MAP_THREAD:
+        return tag_ok && src_ok && (asserts & MSH_ASSERT_ALLOW_OVERTAKING) ? MSH_MAP_THREAD : MSH_MAP_COMM;
+    case MSH_MAP_COMM:
+    default:             return MSH_MAP_COMM;
+    }
+}
+
+/* The error a receive's wildcard gets under asserts (MPI_ERR_RANK,
+ * MPI_ERR_TAG), or MPI_SUCCESS when it is allowed. */
+static inline int msh_wildcard_refused(unsigned asserts, int source, int tag)
+{
+    if (MSH_UNLIKELY(source == MPI_ANY_SOURCE && (asserts & MSH_ASSERT_NO_ANY_SOURCE)))
+        return MPI_ERR_RANK;
+    if (MSH_UNLIKELY(tag == MPI_ANY_TAG && (asserts & MSH_ASSERT_NO_ANY_TAG)))
+        return MPI_ERR_TAG;
+    return MPI_SUCCESS;
+}
+
 /* Route of an operation from rank src to rank dst with tag on c, whose
  * entry is mc (may be NULL). Wildcards must have been rejected already
- * where the communicator spreads. */
+ * where the communicator spreads. The duplicate depends only on the map,
+ * the assertions and (src, dst, tag), which both sides agree on; never on
+ * this process's VCIs or thread (test_route.c). */
 static inline void msh_route_of(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt)
 {
     if (MSH_LIKELY(mc && mc->ndups == 0)) {
