@@ -821,11 +821,12 @@ static void part_destroy(msh_part *p)
     free(p);
 }
 
-int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int peer, int tag,
-                      MPI_Comm comm, MPI_Info info, MPI_Request *handle)
+/* Arguments of a partitioned init: MPI 4.0 sec. 4.2.2, at least one
+ * partition; the rest as for point-to-point (no wildcards: a partitioned
+ * receive names its peer). Reports through comm's handler. */
+static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int tag, MPI_Comm comm,
+                           MPI_Info info)
 {
-    /* MPI 4.0 sec. 4.2.2: at least one partition; the rest as for
-     * point-to-point (no wildcards: a partitioned receive names its peer). */
     if (comm == MPI_COMM_NULL)
         return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_COMM);
     if (partitions < 1)
@@ -838,29 +839,33 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
         return msh_comm_error(comm, MPI_ERR_TYPE);
     if (datac == MPI_COMM_NULL)
         return msh_comm_error(comm, MPI_ERR_INTERN); /* init could not make the channel */
-    {
-        /* Committed? Neither host says so directly; a persistent request to
-         * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
-        MPI_Request probe = MPI_REQUEST_NULL;
-        int nk = 0;
-        hl();
-        int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, datac, &probe);
-        if (trc == MPI_SUCCESS)
-            PMPI_Request_free(&probe);
-        int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
-        hu();
-        if (trc != MPI_SUCCESS)
-            return msh_comm_error(comm, MPI_ERR_TYPE);
-        if (irc != MPI_SUCCESS)
-            return msh_comm_error(comm, MPI_ERR_INFO);
-    }
-    long long cid = -1;
-    if (!pcomm_find(comm, &cid)) {
+    /* Committed? Neither host says so directly; a persistent request to
+     * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
+    MPI_Request probe = MPI_REQUEST_NULL;
+    int nk = 0;
+    hl();
+    int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, datac, &probe);
+    if (trc == MPI_SUCCESS)
+        PMPI_Request_free(&probe);
+    int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
+    hu();
+    if (trc != MPI_SUCCESS)
+        return msh_comm_error(comm, MPI_ERR_TYPE);
+    if (irc != MPI_SUCCESS)
+        return msh_comm_error(comm, MPI_ERR_INFO);
+    return MPI_SUCCESS;
+}
+
+/* The communicator's agreed id and the peer's rank in the world channels.
+ * Reports through comm's handler. */
+static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer)
+{
+    if (!pcomm_find(comm, cid)) {
         msh_log("partitioned init on a communicator the shim did not see created (MPI_Comm_idup?); "
                 "create it with a blocking constructor");
         return msh_comm_error(comm, MPI_ERR_COMM);
     }
-    int wpeer = MPI_PROC_NULL, inter = 0, psize = 0;
+    int inter = 0, psize = 0;
     hl();
     int crc = PMPI_Comm_test_inter(comm, &inter);
     if (crc == MPI_SUCCESS)
@@ -868,13 +873,93 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
     hu();
     if (crc != MPI_SUCCESS)
         return msh_comm_error(comm, MPI_ERR_COMM);
-    if (peer != MPI_PROC_NULL && (peer < 0 || peer >= psize))
+    *wpeer = MPI_PROC_NULL;
+    if (peer == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (peer < 0 || peer >= psize)
         return msh_comm_error(comm, MPI_ERR_RANK);
-    if (peer != MPI_PROC_NULL) {
-        int wrc = world_rank_of(comm, peer, &wpeer);
-        if (wrc != MPI_SUCCESS)
-            return msh_comm_error(comm, wrc);
+    int wrc = world_rank_of(comm, peer, wpeer);
+    return wrc == MPI_SUCCESS ? MPI_SUCCESS : msh_comm_error(comm, wrc);
+}
+
+/* The sender's plan (messages per partition group, tags) and its header,
+ * sent to the receiver's dispatcher. Under the host lock. */
+static int init_send_plan(msh_part *p, MPI_Info info)
+{
+    MPI_Count pb = p->count * p->tsize, minb = min_bytes_of(info);
+    p->group = msh_pplan_group(pb, minb, p->partitions);
+    p->nmsg = msh_pplan_nmsg(p->partitions, p->group);
+    p->total = pb * p->partitions;
+    if (p->nmsg >= tag_ub)
+        return MPI_ERR_ARG;
+    unsigned span = (unsigned)tag_ub + 1u - (unsigned)p->nmsg;
+    p->tag_base = (int)(atomic_fetch_add_explicit(&next_tag, (unsigned)p->nmsg, memory_order_relaxed) % span);
+    p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
+    p->readied = calloc((size_t)p->partitions, 1);
+    if (!p->msg || !p->readied)
+        return MPI_ERR_NO_MEM;
+    int rc = create_msgs(p);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    long long *hdr = p->hdr;
+    hdr[0] = HDR_MAGIC;
+    hdr[1] = p->cid;
+    hdr[2] = p->tag;
+    hdr[3] = p->partitions;
+    hdr[4] = p->group;
+    hdr[5] = p->nmsg;
+    hdr[6] = p->total;
+    hdr[7] = p->tag_base;
+    return PMPI_Isend(hdr, HDR_N, MPI_LONG_LONG, p->wpeer, 0, hdrc, &p->hdr_req);
+}
+
+/* The datatype's copy and layout, then (sender) the plan. */
+static int init_type_and_plan(msh_part *p, MPI_Datatype dtype, MPI_Info info)
+{
+    MPI_Aint lb = 0, tlb = 0, text = 0;
+    hl();
+    int rc = PMPI_Type_dup(dtype, &p->dtype);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Type_size_x(dtype, &p->tsize);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Type_get_extent(dtype, &lb, &p->extent);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Type_get_true_extent(dtype, &tlb, &text);
+    p->contig = rc == MPI_SUCCESS && tlb == 0 && lb == 0 && text == p->extent && (MPI_Count)p->extent == p->tsize;
+    if (rc == MPI_SUCCESS && p->send)
+        rc = init_send_plan(p, info);
+    hu();
+    if (rc == MPI_SUCCESS && !p->send && p->wpeer == MPI_PROC_NULL) {
+        /* Nothing will come: set up at once, with no messages. */
+        p->nmsg = 0;
+        atomic_store_explicit(&p->setup, 1, memory_order_release);
     }
+    return rc;
+}
+
+/* Undo a failed init: the header send (if started), then the channel. */
+static void init_undo(msh_part *p)
+{
+    if (p->hdr_req != MPI_REQUEST_NULL) {
+        hl();
+        PMPI_Cancel(&p->hdr_req);
+        PMPI_Wait(&p->hdr_req, MPI_STATUS_IGNORE);
+        hu();
+    }
+    free(p->hdr);
+    part_destroy(p);
+}
+
+int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int peer, int tag,
+                      MPI_Comm comm, MPI_Info info, MPI_Request *handle)
+{
+    int rc = init_check_args(buf, partitions, count, dtype, tag, comm, info);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    long long cid = -1;
+    int wpeer = MPI_PROC_NULL;
+    if ((rc = init_resolve_peer(comm, peer, &cid, &wpeer)) != MPI_SUCCESS)
+        return rc;
     msh_part *p = calloc(1, sizeof *p);
     long long *hdr = calloc(HDR_N, sizeof *hdr);
     if (!p || !hdr) {
@@ -896,52 +981,7 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
     p->hdr_req = MPI_REQUEST_NULL;
     p->dtype = MPI_DATATYPE_NULL;
 
-    int rc;
-    hl();
-    MPI_Aint lb = 0, tlb = 0, text = 0;
-    rc = PMPI_Type_dup(dtype, &p->dtype);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Type_size_x(dtype, &p->tsize);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Type_get_extent(dtype, &lb, &p->extent);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Type_get_true_extent(dtype, &tlb, &text);
-    p->contig = rc == MPI_SUCCESS && tlb == 0 && lb == 0 && text == p->extent && (MPI_Count)p->extent == p->tsize;
-    if (rc == MPI_SUCCESS && send) {
-        MPI_Count pb = count * p->tsize, minb = min_bytes_of(info);
-        p->group = msh_pplan_group(pb, minb, partitions);
-        p->nmsg = msh_pplan_nmsg(partitions, p->group);
-        p->total = pb * partitions;
-        if (p->nmsg >= tag_ub) {
-            rc = MPI_ERR_ARG;
-        } else {
-            unsigned span = (unsigned)tag_ub + 1u - (unsigned)p->nmsg;
-            p->tag_base = (int)(atomic_fetch_add_explicit(&next_tag, (unsigned)p->nmsg, memory_order_relaxed) % span);
-            p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
-            p->readied = calloc((size_t)(partitions ? partitions : 1), 1);
-            if (!p->msg || !p->readied)
-                rc = MPI_ERR_NO_MEM;
-        }
-        if (rc == MPI_SUCCESS)
-            rc = create_msgs(p);
-        if (rc == MPI_SUCCESS) {
-            hdr[0] = HDR_MAGIC;
-            hdr[1] = cid;
-            hdr[2] = tag;
-            hdr[3] = partitions;
-            hdr[4] = p->group;
-            hdr[5] = p->nmsg;
-            hdr[6] = p->total;
-            hdr[7] = p->tag_base;
-            rc = PMPI_Isend(hdr, HDR_N, MPI_LONG_LONG, wpeer, 0, hdrc, &p->hdr_req);
-        }
-    }
-    hu();
-    if (rc == MPI_SUCCESS && !send && wpeer == MPI_PROC_NULL) {
-        /* Nothing will come: set up at once, with no messages. */
-        p->nmsg = 0;
-        atomic_store_explicit(&p->setup, 1, memory_order_release);
-    }
+    rc = init_type_and_plan(p, dtype, info);
     if (rc == MPI_SUCCESS && msh_req_arena_init() != 0)
         rc = MPI_ERR_NO_MEM;
     msh_request *r = NULL;
@@ -953,19 +993,12 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
         else
             msh_req_unpoison(r);
     }
-    if (rc == MPI_SUCCESS && !send && wpeer != MPI_PROC_NULL)
-        disp_post(p); /* last: from here the dispatcher may fill it */
     if (rc != MPI_SUCCESS) {
-        if (p->hdr_req != MPI_REQUEST_NULL) {
-            hl();
-            PMPI_Cancel(&p->hdr_req);
-            PMPI_Wait(&p->hdr_req, MPI_STATUS_IGNORE);
-            hu();
-        }
-        free(hdr);
-        part_destroy(p);
+        init_undo(p);
         return msh_comm_error(comm, rc);
     }
+    if (!send && wpeer != MPI_PROC_NULL)
+        disp_post(p); /* last: from here the dispatcher may fill it */
     r->ext = p;
     r->kind = MSH_KIND_PART;
     r->persistent = 1;
