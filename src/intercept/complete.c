@@ -14,8 +14,6 @@
 #include "partitioned/part.h"
 #include "sync/watchdog.h"
 
-int msh_on_flag;
-
 /* ------------------------------------------------------------ helpers */
 
 int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle)

@@ -49,7 +49,7 @@ static int runtime_start(int serialized)
     msh_solo_start(serialized);
     if (msh_watchdog_start(msh_cfg.watchdog) != 0)
         msh_log("cannot start the watchdog (MPISHIM_WATCHDOG); running without it");
-    msh_on_flag = 1;
+    msh_state_set(MSH_STATE_RUNTIME); /* msh_on() from here on */
     if (!serialized)
         msh_win_direct_runtime(1);
     return 0;
@@ -86,8 +86,8 @@ static void after_host_init(int requested, int host_provided, int *provided)
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
     if (!msh_cfg.disable && flush_local_wanted())
         atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
-    atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
-                          memory_order_release);
+    if (!msh_on())
+        msh_state_set(msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE);
     msh_part_init(); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
 
     if (msh_cfg.verbose && msh_rt.world_rank == 0) {
@@ -100,7 +100,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
                 "mpishim %s %s: host \"%s\", MPI %d.%d, %d ranks, thread level requested %s, host provided %s\n",
                 MPISHIM_VERSION, msh_cfg.disable ? "disabled (pass-through)" : "active", lib, v, sv,
                 msh_rt.world_size, thread_level_name(requested), thread_level_name(host_provided));
-        if (msh_on_flag)
+        if (msh_on())
             fprintf(stderr, "  runtime: %d VCIs, %s host access\n", msh_pool.n,
                     msh_pool.serialized ? "serialized" : "concurrent");
         else
@@ -192,14 +192,14 @@ MSH_EXPORT int MPI_Finalize(void)
     int wins = msh_win_fini();
     if (wins && (msh_cfg.stats || msh_cfg.verbose))
         msh_log("rank %d: %d windows were not freed by the program", msh_rt.world_rank, wins);
-    if (msh_on_flag) {
+    if (msh_on()) {
         msh_watchdog_stop();
         msh_progress_fini();
         int pending = 0;
         for (int i = 0; i < msh_pool.n; i++)
             pending += msh_pool.v[i].npending;
         atomic_store_explicit(&msh_solo_on, 0, memory_order_release);
-        msh_on_flag = 0; /* from here on, everything is forwarded */
+        msh_state_set(MSH_STATE_ACTIVE); /* from here on, everything is forwarded */
         if (!msh_pool.serialized)
             msh_win_direct_runtime(0);
         int comms = msh_comm_fini();
@@ -212,6 +212,6 @@ MSH_EXPORT int MPI_Finalize(void)
         msh_req_arena_fini();
     }
     int rc = PMPI_Finalize();
-    atomic_store_explicit(&msh_rt.state, MSH_STATE_FINALIZED, memory_order_release);
+    msh_state_set(MSH_STATE_FINALIZED);
     return rc;
 }

@@ -12,12 +12,6 @@
 #include "vci/comm.h"
 #include "vci/vci.h"
 
-/* The runtime handles calls only in a program that asked for
- * MPI_THREAD_MULTIPLE and did not disable the shim; otherwise every entry
- * point forwards unchanged (a program below MULTIPLE gets no shim locking). */
-extern int msh_on_flag;
-static inline int msh_on(void) { return MSH_LIKELY(msh_on_flag); }
-
 /* Solo fast path. While one thread at a time uses MPI, the runtime has
  * nothing to arbitrate: that thread's calls go straight to the (MPI_THREAD_
  * MULTIPLE) host, so a single-threaded phase costs what the host costs. The
