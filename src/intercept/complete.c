@@ -163,18 +163,6 @@ int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
     return msh_req_retire(r, &h, status);
 }
 
-/* Host calls on requests the shim did not make. */
-static inline void host_lock(void)
-{
-    if (msh_pool.serialized)
-        pthread_mutex_lock(&msh_pool.host_lock);
-}
-static inline void host_unlock(void)
-{
-    if (msh_pool.serialized)
-        pthread_mutex_unlock(&msh_pool.host_lock);
-}
-
 void msh_idle(void)
 {
     if (msh_part_setup_pending() && msh_part_sweep() > 0)
@@ -187,9 +175,9 @@ int msh_host_wait(MPI_Request *req, MPI_Status *status)
 {
     for (;;) {
         int f = 0;
-        host_lock();
+        int locked = msh_host_enter();
         int rc = PMPI_Test(req, &f, status);
-        host_unlock();
+        msh_host_exit(locked);
         if (rc != MPI_SUCCESS || f)
             return rc;
         msh_idle();
@@ -360,7 +348,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
         int host_blocks = blocking && !msh_pool.serialized && !msh_part_setup_pending();
         for (;;) {
             int rc, f = 0;
-            host_lock();
+            int locked = msh_host_enter();
             switch (mode) {
             case WAIT_ALL:
                 rc = host_blocks ? (f = 1, PMPI_Waitall(n, reqs, statuses))
@@ -376,7 +364,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 f = *outcount != 0;
                 break;
             }
-            host_unlock();
+            msh_host_exit(locked);
             if (rc != MPI_SUCCESS || f || !blocking) {
                 if (flag)
                     *flag = f;
@@ -435,7 +423,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
             part_pending += st == MSH_REQ_PENDING && r->kind == MSH_KIND_PART;
         }
         if (h.n > 0) {
-            host_lock();
+            int locked = msh_host_enter();
             if (mode == WAIT_ALL && shim_pending == 0)
                 rc = PMPI_Testall(h.n, h.req, &host_done, h.st); /* all-or-nothing across both kinds */
             else if (mode == WAIT_ANY && shim_done == 0) {
@@ -450,7 +438,7 @@ static int complete(int n, MPI_Request reqs[], wait_mode mode, int blocking, int
                 if (host_some == MPI_UNDEFINED)
                     host_some = 0;
             }
-            host_unlock();
+            msh_host_exit(locked);
             if (rc != MPI_SUCCESS && rc != MPI_ERR_IN_STATUS)
                 break;
         } else {
@@ -608,9 +596,9 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
     if (!r) {
         if (MSH_UNLIKELY(msh_req_invalid(*req)))
             return msh_bad_request();
-        host_lock();
+        int locked = msh_host_enter();
         int rc = PMPI_Test(req, flag, status);
-        host_unlock();
+        msh_host_exit(locked);
         return rc;
     }
     int st = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -645,9 +633,9 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
     if (!r) {
         if (MSH_UNLIKELY(msh_req_invalid(req)))
             return msh_bad_request();
-        host_lock();
+        int locked = msh_host_enter();
         int rc = PMPI_Request_get_status(req, flag, status);
-        host_unlock();
+        msh_host_exit(locked);
         return rc;
     }
     int st = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -776,9 +764,9 @@ MSH_EXPORT int MPI_Start(MPI_Request *req)
     if (!r) {
         if (MSH_UNLIKELY(msh_req_invalid(*req)))
             return msh_bad_request();
-        host_lock();
+        int locked = msh_host_enter();
         int rc = PMPI_Start(req);
-        host_unlock();
+        msh_host_exit(locked);
         return rc;
     }
     return startable(r) ? start_shim(r) : not_startable(r);
@@ -811,9 +799,9 @@ MSH_EXPORT int MPI_Startall(int n, MPI_Request reqs[])
             for (int i = 0, k = 0; i < n; i++)
                 if (!msh_req_of(reqs[i]))
                     hr[k++] = reqs[i];
-        host_lock();
+        int locked = msh_host_enter();
         rc = PMPI_Startall(nhost, hr);
-        host_unlock();
+        msh_host_exit(locked);
         if (hr != reqs) {
             /* Open MPI may replace the handle of a request it restarts. */
             for (int i = 0, k = 0; i < n; i++)
@@ -841,9 +829,9 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
     if (!r) {
         if (MSH_UNLIKELY(msh_req_invalid(*req)))
             return msh_bad_request();
-        host_lock();
+        int locked = msh_host_enter();
         int rc = PMPI_Request_free(req);
-        host_unlock();
+        msh_host_exit(locked);
         return rc;
     }
     if (r->kind == MSH_KIND_PART)
@@ -880,9 +868,9 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
     if (!r) {
         if (MSH_UNLIKELY(msh_req_invalid(*req)))
             return msh_bad_request();
-        host_lock();
+        int locked = msh_host_enter();
         int rc = PMPI_Cancel(req);
-        host_unlock();
+        msh_host_exit(locked);
         return rc;
     }
     if (r->kind == MSH_KIND_PART)

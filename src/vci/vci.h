@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "core/runtime.h"
 #include "sync/request.h"
 
 typedef struct msh_vci_stats {
@@ -50,9 +51,34 @@ typedef struct msh_vci_pool {
 
 extern msh_vci_pool msh_pool;
 
-/* Threads that currently hold the host lock through a pass-through call
- * (serialized mode): such a thread must progress by itself, never sleep. */
+/* How often this thread holds the host lock (msh_host_enter): such a
+ * thread must progress by itself, never sleep (src/sync/progress.c), since
+ * every other thread's progress needs the lock it holds. */
 extern MSH_TLS int msh_host_lock_depth;
+
+/* Around a host call the shim makes outside a VCI lock: with a serialized
+ * host (MPISHIM_HOST_THREAD=serialized, or a host below MULTIPLE) every
+ * host call is made under the one host lock. Recursive, because a host may
+ * call MPI_* entry points from inside its own functions (ROMIO does, and
+ * generalized requests' callbacks may). Returns whether it locked; pass
+ * that to msh_host_exit, so that the pair stays matched even if the
+ * runtime state changed in between. */
+static inline int msh_host_enter(void)
+{
+    if (MSH_LIKELY(!msh_on() || !msh_pool.serialized))
+        return 0;
+    pthread_mutex_lock(&msh_pool.host_lock);
+    msh_host_lock_depth++;
+    return 1;
+}
+
+static inline void msh_host_exit(int locked)
+{
+    if (locked) {
+        msh_host_lock_depth--;
+        pthread_mutex_unlock(&msh_pool.host_lock);
+    }
+}
 
 int msh_vci_pool_init(int n, int serialized);
 /* Frees the pool; returns the number of requests still pending (leaked by
