@@ -15,7 +15,11 @@
 
 #include "core/common.h"
 #include "core/runtime.h"
-#include "sync/request.h"
+
+/* Shim requests belong to the sync layer above (sync/request.h); a VCI
+ * only stores pointers to them, in its cache and pending set, which the
+ * sync layer manages (msh_vci_req_get and the others there). */
+struct msh_request;
 
 typedef struct msh_vci_stats {
     uint64_t sends, recvs, colls;  /* operations posted */
@@ -33,11 +37,11 @@ typedef struct msh_vci {
     int npending, cap;
     unsigned head_polls;       /* polls that looked at the oldest request only */
     MPI_Request *hreqs;
-    msh_request **sreqs;
+    struct msh_request **sreqs;
     int *out_idx;              /* Testsome scratch, cap entries */
     MPI_Status *out_st;
     /* Request cache. */
-    msh_request *cache;
+    struct msh_request *cache;
     int ncache;
     msh_vci_stats st;          /* written under lock */
 } msh_vci;
@@ -90,15 +94,5 @@ static inline msh_vci *msh_vci_get(int i) { return &msh_pool.v[i]; }
 static inline void msh_vci_lock(msh_vci *v) { pthread_mutex_lock(v->lock); }
 static inline int msh_vci_trylock(msh_vci *v) { return pthread_mutex_trylock(v->lock) == 0; }
 static inline void msh_vci_unlock(msh_vci *v) { pthread_mutex_unlock(v->lock); }
-
-/* Under the VCI lock: a free request from the cache (refilled in batches
- * from the global pool), NULL if the arena is exhausted. */
-msh_request *msh_vci_req_get(msh_vci *v);
-/* Under the VCI lock: give a request back to the cache. */
-void msh_vci_req_put(msh_vci *v, msh_request *r);
-
-/* Under the VCI lock: add r (r->host posted) to the pending set. Returns
- * MPI_SUCCESS or MPI_ERR_NO_MEM. */
-int msh_vci_pending_add(msh_vci *v, msh_request *r);
 
 #endif
