@@ -38,7 +38,6 @@ static int runtime_start(int serialized)
     /* Duplicates are chosen by hashing modulo the pool size, so every rank
      * must use the same size. */
     PMPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    msh_progress_set_hook(msh_part_sweep, &msh_part_nsetup);
     if (msh_vci_pool_init(n, serialized) != 0 || msh_progress_init() != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
@@ -71,6 +70,10 @@ static int flush_local_wanted(void)
 /* What follows a successful host init, for both MPI_Init and MPI_Init_thread. */
 static void after_host_init(int requested, int host_provided, int *provided)
 {
+    /* What the sync layer calls up for (partitioned requests work with the
+     * runtime off too): before the runtime's progress thread can read it. */
+    msh_sync_set_upper(&(msh_sync_upper){
+        .sweep = msh_part_sweep, .sweep_wanted = &msh_part_nsetup, .advance = msh_part_progress });
     msh_rt.thread_requested = requested;
     msh_rt.thread_provided = host_provided;
     PMPI_Comm_rank(MPI_COMM_WORLD, &msh_rt.world_rank);

@@ -10,7 +10,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "intercept/shim.h"
+#include "sync/wait.h"
 #include "mpishim.h"
 
 _Atomic int msh_part_nlive;

@@ -162,18 +162,16 @@ int msh_progress_poll(msh_vci *v, int blocking)
     return outcount;
 }
 
-static int (*hook_fn)(void);
-static _Atomic int *hook_wanted;
+msh_sync_upper msh_upper;
 
-void msh_progress_set_hook(int (*fn)(void), _Atomic int *wanted)
+void msh_sync_set_upper(const msh_sync_upper *u)
 {
-    hook_fn = fn;
-    hook_wanted = wanted;
+    msh_upper = *u;
 }
 
 static inline int poll_hook(void)
 {
-    return hook_wanted && MSH_UNLIKELY(atomic_load_explicit(hook_wanted, memory_order_relaxed)) ? hook_fn() : 0;
+    return msh_sweep_wanted() ? msh_upper.sweep() : 0;
 }
 
 /* One pass over every VCI. */

@@ -49,10 +49,26 @@ typedef struct msh_domain {
     msh_domain_stats st;    /* under mtx */
 } msh_domain;
 
-/* Progress a layer above needs from every poller: while *wanted is
- * non-zero, pollers also call fn (the partitioned layer's receives still
- * waiting for their header). Set before msh_progress_init. */
-void msh_progress_set_hook(int (*fn)(void), _Atomic int *wanted);
+/* What the sync layer needs from the partitioned layer above it, which it
+ * may not call (layers depend downward only). Registered once, by MPI_Init*
+ * (intercept/init.c) before the runtime starts; read without a lock after. */
+typedef struct msh_sync_upper {
+    /* While *sweep_wanted is non-zero, pollers also call sweep (the
+     * partitioned receives still waiting for their header), and calls that
+     * would block in the host poll instead. */
+    int (*sweep)(void);
+    _Atomic int *sweep_wanted;
+    /* Advance an MSH_KIND_PART request; 1 when it is complete. */
+    int (*advance)(msh_request *r, int blocking);
+} msh_sync_upper;
+
+extern msh_sync_upper msh_upper;
+void msh_sync_set_upper(const msh_sync_upper *u);
+
+static inline int msh_sweep_wanted(void)
+{
+    return msh_upper.sweep_wanted && MSH_UNLIKELY(atomic_load_explicit(msh_upper.sweep_wanted, memory_order_relaxed));
+}
 
 int msh_progress_init(void);   /* after the VCI pool */
 void msh_progress_fini(void);  /* stops the progress thread, if any */
