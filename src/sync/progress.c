@@ -78,34 +78,27 @@ static void notify_add(notify_batch *b, msh_sync *s)
     b->n++;
 }
 
-int msh_progress_poll(msh_vci *v, int blocking)
+/* Under v's lock, with n > 0 requests pending: whether a full pass is
+ * worth making. Testsome costs O(pending) per call, a pass of a host
+ * Waitall O(1). Requests of one VCI complete roughly in the order they
+ * were posted, so while the oldest is not done a cheap look at it (which
+ * also drives the host's progress) stands in for a full pass; a full pass
+ * every MSH_FULL_POLL_EVERY polls catches the rest. */
+static int head_says_poll(msh_vci *v, int n)
 {
-    if (blocking)
-        msh_vci_lock(v);
-    else if (!msh_vci_trylock(v))
-        return 0;
-    int n = v->npending;
-    if (n == 0) {
-        msh_vci_unlock(v);
-        return 0;
-    }
-    v->st.polls++;
-    if (n > MSH_HEAD_POLL_MIN && ++v->head_polls % MSH_FULL_POLL_EVERY != 0) {
-        /* Testsome costs O(pending) per call, a pass of a host Waitall
-         * O(1). Requests of one VCI complete roughly in the order they were
-         * posted, so while the oldest is not done a cheap look at it (which
-         * also drives the host's progress) stands in for a full pass; a
-         * full pass every MSH_FULL_POLL_EVERY polls catches the rest. */
-        int flag = 0;
-        PMPI_Request_get_status(v->hreqs[0], &flag, MPI_STATUS_IGNORE);
-        if (!flag) {
-            v->st.empty_polls++;
-            msh_vci_unlock(v);
-            return 0;
-        }
-    }
+    if (n <= MSH_HEAD_POLL_MIN || ++v->head_polls % MSH_FULL_POLL_EVERY == 0)
+        return 1;
+    int flag = 0;
+    PMPI_Request_get_status(v->hreqs[0], &flag, MPI_STATUS_IGNORE);
+    return flag;
+}
+
+/* Under v's lock: Testsome over the n pending requests; returns the count
+ * completed (out_idx, out_st), *rc the host's result. */
+static int host_testsome(msh_vci *v, int n, int *rc)
+{
     int outcount = 0;
-    int rc = PMPI_Testsome(n, v->hreqs, &outcount, v->out_idx, v->out_st);
+    *rc = PMPI_Testsome(n, v->hreqs, &outcount, v->out_idx, v->out_st);
     if (MSH_UNLIKELY(outcount == MPI_UNDEFINED)) {
         /* The host sees every one as inactive: a persistent operation it
          * completed inside MPI_Start (MPICH 4.0 does so for MPI_PROC_NULL
@@ -120,11 +113,14 @@ int msh_progress_poll(msh_vci *v, int blocking)
         }
         outcount = n;
     }
-    if (outcount <= 0) {
-        v->st.empty_polls++;
-        msh_vci_unlock(v);
-        return 0;
-    }
+    return outcount;
+}
+
+/* Under v's lock: hand the outcount requests Testsome completed to their
+ * waiters (or recycle the freed ones), then compact the pending set,
+ * keeping the order of the rest. */
+static void complete_polled(msh_vci *v, int n, int outcount, int rc)
+{
     notify_batch b = { .n = 0 };
     for (int k = 0; k < outcount; k++) {
         int i = v->out_idx[k];
@@ -146,7 +142,6 @@ int msh_progress_poll(msh_vci *v, int blocking)
         if (s && s != MSH_SYNC_CLAIMED)
             notify_add(&b, s);
     }
-    /* Compact the pending set, keeping the order of the rest. */
     int j = 0;
     for (int i = 0; i < n; i++) {
         if (v->sreqs[i]) {
@@ -158,6 +153,28 @@ int msh_progress_poll(msh_vci *v, int blocking)
     v->npending = j;
     v->st.completions += (uint64_t)outcount;
     notify_flush(&b);
+}
+
+int msh_progress_poll(msh_vci *v, int blocking)
+{
+    if (blocking)
+        msh_vci_lock(v);
+    else if (!msh_vci_trylock(v))
+        return 0;
+    int n = v->npending;
+    if (n == 0) {
+        msh_vci_unlock(v);
+        return 0;
+    }
+    v->st.polls++;
+    int rc = MPI_SUCCESS;
+    int outcount = head_says_poll(v, n) ? host_testsome(v, n, &rc) : 0;
+    if (outcount <= 0) {
+        v->st.empty_polls++;
+        msh_vci_unlock(v);
+        return 0;
+    }
+    complete_polled(v, n, outcount, rc);
     msh_vci_unlock(v);
     return outcount;
 }
