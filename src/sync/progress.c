@@ -78,6 +78,23 @@ static void notify_add(notify_batch *b, msh_sync *s)
     b->n++;
 }
 
+/* r is complete (its status filled in): claim its completion and count it
+ * on the sync object attached to it, if any. */
+static void complete_one(msh_request *r, notify_batch *b)
+{
+    atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+    msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
+    if (s && s != MSH_SYNC_CLAIMED)
+        notify_add(b, s);
+}
+
+void msh_progress_complete(msh_request *r)
+{
+    notify_batch b = { .n = 0 };
+    complete_one(r, &b);
+    notify_flush(&b);
+}
+
 /* Under v's lock, with n > 0 requests pending: whether a full pass is
  * worth making. Testsome costs O(pending) per call, a pass of a host
  * Waitall O(1). Requests of one VCI complete roughly in the order they
@@ -137,10 +154,7 @@ static void complete_polled(msh_vci *v, int n, int outcount, int rc)
             msh_vci_req_put(v, r);
             continue;
         }
-        atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
-        msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
-        if (s && s != MSH_SYNC_CLAIMED)
-            notify_add(&b, s);
+        complete_one(r, &b);
     }
     int j = 0;
     for (int i = 0; i < n; i++) {
@@ -200,7 +214,8 @@ static int poll_all(int blocking)
     return n;
 }
 
-/* What the owner of domain d polls once. */
+/* What the owner of domain d polls once: the host poll, every domain's
+ * poll function unless msh_progress_set_poll replaced it. */
 static int poll_domain(int d, unsigned *misses)
 {
     if (msh_cfg.progress != MSH_PROGRESS_VCI)
@@ -211,6 +226,18 @@ static int poll_domain(int d, unsigned *misses)
     if (n)
         *misses = 0;
     return n;
+}
+
+static int host_poll(void *arg, int d, unsigned *misses)
+{
+    (void)arg;
+    return poll_domain(d, misses);
+}
+
+void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg)
+{
+    domains[d].poll = fn ? fn : host_poll;
+    domains[d].poll_arg = fn ? arg : NULL;
 }
 
 /* ------------------------------------------------------------ ownership */
@@ -352,7 +379,7 @@ void msh_sync_wait(msh_sync *s, int needed)
                 /* A run of empty polls gives the core away: with more
                  * threads than cores, the threads this owner woke need it
                  * to post their next operations (file 000, Fig. 4.4). */
-                if (poll_domain(s->dom, &misses) == 0) {
+                if (d->poll(d->poll_arg, s->dom, &misses) == 0) {
                     if (++empty % MSH_YIELD_POLLS == 0)
                         sched_yield();
                 } else {
@@ -398,12 +425,14 @@ int msh_progress_try(int vci)
 {
     if (MSH_UNLIKELY(msh_host_lock_depth > 0))
         return poll_all(1);
-    msh_domain *d = &domains[msh_progress_domain_of(vci)];
+    int dom = msh_progress_domain_of(vci);
+    msh_domain *d = &domains[dom];
     if (!take_ownership(d))
         return 0;
     unsigned misses = 0;
-    int n = poll_domain(msh_progress_domain_of(vci), &misses);
-    if (n == 0 && msh_cfg.progress == MSH_PROGRESS_VCI)
+    int n = d->poll(d->poll_arg, dom, &misses);
+    /* A test that found nothing on its VCI sweeps the others once. */
+    if (n == 0 && d->poll == host_poll && msh_cfg.progress == MSH_PROGRESS_VCI)
         n = poll_all(0);
     release_ownership(d);
     return n;
@@ -428,8 +457,10 @@ int msh_progress_init(void)
     if (!domains)
         return -1;
     memset(domains, 0, sizeof(msh_domain) * (size_t)ndomains);
-    for (int i = 0; i < ndomains; i++)
+    for (int i = 0; i < ndomains; i++) {
         pthread_mutex_init(&domains[i].mtx, NULL);
+        domains[i].poll = host_poll;
+    }
     if (msh_cfg.progress == MSH_PROGRESS_THREAD) {
         /* The progress thread owns the one domain for good. */
         atomic_store(&domains[0].owned, 1);
