@@ -5,11 +5,14 @@
 
 #include <stdatomic.h>
 
+#include "core/common.h"
+
 typedef enum {
     MSH_STATE_UNINIT = 0, /* before MPI_Init* */
-    MSH_STATE_ACTIVE,     /* intercepting */
+    MSH_STATE_ACTIVE,     /* intercepting, runtime off: calls are forwarded (windows are tracked) */
     MSH_STATE_DISABLED,   /* MPISHIM_DISABLE=1: pure pass-through */
     MSH_STATE_FINALIZED,
+    MSH_STATE_RUNTIME,    /* ACTIVE with the runtime on (msh_on) */
 } msh_state;
 
 typedef struct msh_runtime {
@@ -21,6 +24,36 @@ typedef struct msh_runtime {
 } msh_runtime;
 
 extern msh_runtime msh_rt;
+
+/* The state changes only inside MPI_Init* and MPI_Finalize, which the
+ * program itself orders against its other threads' MPI calls (they may
+ * call MPI only between the two): relaxed loads suffice, and the release
+ * stores publish what init set up for a reader that pairs with acquire. */
+static inline int msh_state_get(void)
+{
+    return atomic_load_explicit(&msh_rt.state, memory_order_relaxed);
+}
+
+static inline void msh_state_set(msh_state s)
+{
+    atomic_store_explicit(&msh_rt.state, (int)s, memory_order_release);
+}
+
+/* The runtime handles calls only in a program that asked for
+ * MPI_THREAD_MULTIPLE and did not disable the shim; otherwise every entry
+ * point forwards unchanged (a program below MULTIPLE gets no shim locking).
+ * Checked first by every entry point. */
+static inline int msh_on(void)
+{
+    return MSH_LIKELY(msh_state_get() == MSH_STATE_RUNTIME);
+}
+
+/* Initialized and not disabled: the runtime on or off (window tracking). */
+static inline int msh_intercepting(void)
+{
+    int s = msh_state_get();
+    return s == MSH_STATE_ACTIVE || s == MSH_STATE_RUNTIME;
+}
 
 /* Parse the configuration once (idempotent, thread-safe). Exits the process
  * with a one-line message on a malformed MPISHIM_* value. */

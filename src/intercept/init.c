@@ -38,7 +38,6 @@ static int runtime_start(int serialized)
     /* Duplicates are chosen by hashing modulo the pool size, so every rank
      * must use the same size. */
     PMPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    msh_progress_set_hook(msh_part_sweep, &msh_part_nsetup);
     if (msh_vci_pool_init(n, serialized) != 0 || msh_progress_init() != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
@@ -49,7 +48,7 @@ static int runtime_start(int serialized)
     msh_solo_start(serialized);
     if (msh_watchdog_start(msh_cfg.watchdog) != 0)
         msh_log("cannot start the watchdog (MPISHIM_WATCHDOG); running without it");
-    msh_on_flag = 1;
+    msh_state_set(MSH_STATE_RUNTIME); /* msh_on() from here on */
     if (!serialized)
         msh_win_direct_runtime(1);
     return 0;
@@ -71,6 +70,10 @@ static int flush_local_wanted(void)
 /* What follows a successful host init, for both MPI_Init and MPI_Init_thread. */
 static void after_host_init(int requested, int host_provided, int *provided)
 {
+    /* What the sync layer calls up for (partitioned requests work with the
+     * runtime off too): before the runtime's progress thread can read it. */
+    msh_sync_set_upper(&(msh_sync_upper){
+        .sweep = msh_part_sweep, .sweep_wanted = &msh_part_nsetup, .advance = msh_part_progress });
     msh_rt.thread_requested = requested;
     msh_rt.thread_provided = host_provided;
     PMPI_Comm_rank(MPI_COMM_WORLD, &msh_rt.world_rank);
@@ -86,8 +89,8 @@ static void after_host_init(int requested, int host_provided, int *provided)
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
     if (!msh_cfg.disable && flush_local_wanted())
         atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
-    atomic_store_explicit(&msh_rt.state, msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE,
-                          memory_order_release);
+    if (!msh_on())
+        msh_state_set(msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE);
     msh_part_init(); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
 
     if (msh_cfg.verbose && msh_rt.world_rank == 0) {
@@ -100,7 +103,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
                 "mpishim %s %s: host \"%s\", MPI %d.%d, %d ranks, thread level requested %s, host provided %s\n",
                 MPISHIM_VERSION, msh_cfg.disable ? "disabled (pass-through)" : "active", lib, v, sv,
                 msh_rt.world_size, thread_level_name(requested), thread_level_name(host_provided));
-        if (msh_on_flag)
+        if (msh_on())
             fprintf(stderr, "  runtime: %d VCIs, %s host access\n", msh_pool.n,
                     msh_pool.serialized ? "serialized" : "concurrent");
         else
@@ -190,14 +193,14 @@ MSH_EXPORT int MPI_Finalize(void)
     int wins = msh_win_fini();
     if (wins && (msh_cfg.stats || msh_cfg.verbose))
         msh_log("rank %d: %d windows were not freed by the program", msh_rt.world_rank, wins);
-    if (msh_on_flag) {
+    if (msh_on()) {
         msh_watchdog_stop();
         msh_progress_fini();
         int pending = 0;
         for (int i = 0; i < msh_pool.n; i++)
             pending += msh_pool.v[i].npending;
         atomic_store_explicit(&msh_solo_on, 0, memory_order_release);
-        msh_on_flag = 0; /* from here on, everything is forwarded */
+        msh_state_set(MSH_STATE_ACTIVE); /* from here on, everything is forwarded */
         if (!msh_pool.serialized)
             msh_win_direct_runtime(0);
         int comms = msh_comm_fini();
@@ -210,6 +213,6 @@ MSH_EXPORT int MPI_Finalize(void)
         msh_req_arena_fini();
     }
     int rc = PMPI_Finalize();
-    atomic_store_explicit(&msh_rt.state, MSH_STATE_FINALIZED, memory_order_release);
+    msh_state_set(MSH_STATE_FINALIZED);
     return rc;
 }

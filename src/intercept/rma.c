@@ -11,7 +11,7 @@
  * one internal window (no splitting, no shim locking). */
 static inline int tracked(void)
 {
-    return atomic_load_explicit(&msh_rt.state, memory_order_relaxed) == MSH_STATE_ACTIVE;
+    return msh_intercepting();
 }
 
 static int make(msh_win_args *a, MPI_Win *win)

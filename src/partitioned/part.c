@@ -11,7 +11,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
-#include "intercept/shim.h"
+#include "sync/wait.h"
 #include "mpishim.h"
 
 _Atomic int msh_part_nlive;
@@ -19,21 +19,8 @@ _Atomic int msh_part_nsetup;
 
 /* ------------------------------------------------------------ host access */
 
-/* With a serialized host every host call goes under the shim's host lock. */
-static inline void hl(void)
-{
-    if (msh_on() && msh_pool.serialized) {
-        pthread_mutex_lock(&msh_pool.host_lock);
-        msh_host_lock_depth++;
-    }
-}
-static inline void hu(void)
-{
-    if (msh_on() && msh_pool.serialized) {
-        msh_host_lock_depth--;
-        pthread_mutex_unlock(&msh_pool.host_lock);
-    }
-}
+/* With a serialized host every host call goes under the shim's host lock
+ * (msh_host_enter, vci/vci.h). */
 
 /* ------------------------------------------------------------ setup watch list (part.h) */
 
@@ -130,9 +117,9 @@ int msh_part_comm_add(MPI_Comm c)
     if (!layer || c == MPI_COMM_NULL)
         return MPI_SUCCESS;
     long long id = -1;
-    hl();
+    int locked = msh_host_enter();
     int rc = agree_cid(c, &id);
-    hu();
+    msh_host_exit(locked);
     return rc == MPI_SUCCESS ? pcomm_put(c, id) : rc;
 }
 
@@ -395,9 +382,9 @@ static void disp_poll(void)
     while (disp_req != MPI_REQUEST_NULL) {
         int f = 0;
         MPI_Status st;
-        hl();
+        int locked = msh_host_enter();
         int rc = PMPI_Test(&disp_req, &f, &st);
-        hu();
+        msh_host_exit(locked);
         if (rc != MPI_SUCCESS) {
             msh_log("partitioned layer: header receive failed (error %d)", rc);
             disp_req = MPI_REQUEST_NULL;
@@ -407,9 +394,9 @@ static void disp_poll(void)
             break;
         if (disp_buf[0] == HDR_MAGIC)
             disp_deliver(st.MPI_SOURCE, disp_buf);
-        hl();
+        locked = msh_host_enter();
         disp_start();
-        hu();
+        msh_host_exit(locked);
     }
     pthread_mutex_unlock(&disp_lock);
 }
@@ -423,9 +410,9 @@ static void disp_post(msh_part *p)
          * without any keeps no wildcard receive; headers sent earlier wait
          * in the host meanwhile. */
         disp_on = 1;
-        hl();
+        int locked = msh_host_enter();
         disp_start();
-        hu();
+        msh_host_exit(locked);
     }
     hdr_msg *prev = NULL;
     for (hdr_msg *m = unexp_head; m; prev = m, m = m->next)
@@ -706,14 +693,14 @@ static void progress_locked(msh_request *r, msh_part *p)
 {
     if (atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING)
         return;
-    hl();
+    int locked = msh_host_enter();
     if (!p->send && !atomic_load_explicit(&p->setup, memory_order_relaxed)) {
         if (!atomic_load_explicit(&p->hdr_in, memory_order_acquire)) {
-            hu();
+            msh_host_exit(locked);
             disp_poll();
             if (!atomic_load_explicit(&p->hdr_in, memory_order_acquire))
                 return;
-            hl();
+            locked = msh_host_enter();
         }
         int rc = create_recvs(p);
         atomic_store_explicit(&p->setup, 1, memory_order_release);
@@ -748,7 +735,7 @@ static void progress_locked(msh_request *r, msh_part *p)
         if (p->stage)
             unpack_after(p, m);
     }
-    hu();
+    msh_host_exit(locked);
     if ((p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) && p->nleft == 0)
         finish_round(r, p);
 }
@@ -785,7 +772,7 @@ static int world_rank_of(MPI_Comm comm, int peer, int *wr)
 {
     int inter = 0;
     MPI_Group g = MPI_GROUP_NULL;
-    hl();
+    int locked = msh_host_enter();
     int rc = PMPI_Comm_test_inter(comm, &inter);
     if (rc == MPI_SUCCESS)
         rc = inter ? PMPI_Comm_remote_group(comm, &g) : PMPI_Comm_group(comm, &g);
@@ -793,7 +780,7 @@ static int world_rank_of(MPI_Comm comm, int peer, int *wr)
         rc = PMPI_Group_translate_ranks(g, 1, &peer, world_group, wr);
     if (g != MPI_GROUP_NULL)
         PMPI_Group_free(&g);
-    hu();
+    msh_host_exit(locked);
     if (rc == MPI_SUCCESS && *wr == MPI_UNDEFINED) {
         msh_log("partitioned init: rank %d of this communicator is not in MPI_COMM_WORLD (dynamic processes are not supported)",
                 peer);
@@ -805,11 +792,11 @@ static int world_rank_of(MPI_Comm comm, int peer, int *wr)
 static void part_destroy(msh_part *p)
 {
     if (p->msg) {
-        hl();
+        int locked = msh_host_enter();
         for (int m = 0; m < p->nmsg; m++)
             if (p->msg[m].host != MPI_REQUEST_NULL)
                 PMPI_Request_free(&p->msg[m].host);
-        hu();
+        msh_host_exit(locked);
     }
     free(p->msg);
     free((void *)p->readied);
@@ -843,12 +830,12 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
      * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
     MPI_Request probe = MPI_REQUEST_NULL;
     int nk = 0;
-    hl();
+    int locked = msh_host_enter();
     int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, datac, &probe);
     if (trc == MPI_SUCCESS)
         PMPI_Request_free(&probe);
     int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
-    hu();
+    msh_host_exit(locked);
     if (trc != MPI_SUCCESS)
         return msh_comm_error(comm, MPI_ERR_TYPE);
     if (irc != MPI_SUCCESS)
@@ -866,11 +853,11 @@ static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer
         return msh_comm_error(comm, MPI_ERR_COMM);
     }
     int inter = 0, psize = 0;
-    hl();
+    int locked = msh_host_enter();
     int crc = PMPI_Comm_test_inter(comm, &inter);
     if (crc == MPI_SUCCESS)
         crc = inter ? PMPI_Comm_remote_size(comm, &psize) : PMPI_Comm_size(comm, &psize);
-    hu();
+    msh_host_exit(locked);
     if (crc != MPI_SUCCESS)
         return msh_comm_error(comm, MPI_ERR_COMM);
     *wpeer = MPI_PROC_NULL;
@@ -917,7 +904,7 @@ static int init_send_plan(msh_part *p, MPI_Info info)
 static int init_type_and_plan(msh_part *p, MPI_Datatype dtype, MPI_Info info)
 {
     MPI_Aint lb = 0, tlb = 0, text = 0;
-    hl();
+    int locked = msh_host_enter();
     int rc = PMPI_Type_dup(dtype, &p->dtype);
     if (rc == MPI_SUCCESS)
         rc = PMPI_Type_size_x(dtype, &p->tsize);
@@ -928,7 +915,7 @@ static int init_type_and_plan(msh_part *p, MPI_Datatype dtype, MPI_Info info)
     p->contig = rc == MPI_SUCCESS && tlb == 0 && lb == 0 && text == p->extent && (MPI_Count)p->extent == p->tsize;
     if (rc == MPI_SUCCESS && p->send)
         rc = init_send_plan(p, info);
-    hu();
+    msh_host_exit(locked);
     if (rc == MPI_SUCCESS && !p->send && p->wpeer == MPI_PROC_NULL) {
         /* Nothing will come: set up at once, with no messages. */
         p->nmsg = 0;
@@ -941,10 +928,10 @@ static int init_type_and_plan(msh_part *p, MPI_Datatype dtype, MPI_Info info)
 static void init_undo(msh_part *p)
 {
     if (p->hdr_req != MPI_REQUEST_NULL) {
-        hl();
+        int locked = msh_host_enter();
         PMPI_Cancel(&p->hdr_req);
         PMPI_Wait(&p->hdr_req, MPI_STATUS_IGNORE);
-        hu();
+        msh_host_exit(locked);
     }
     free(p->hdr);
     part_destroy(p);
@@ -1036,9 +1023,9 @@ int msh_part_start(msh_request *r)
             atomic_store_explicit(&p->unpacked[i], 0, memory_order_relaxed);
     p->nleft = p->nmsg;
     if (p->send || atomic_load_explicit(&p->setup, memory_order_relaxed)) {
-        hl();
+        int locked = msh_host_enter();
         int rc = remake_freed_msgs(p);
-        hu();
+        msh_host_exit(locked);
         if (rc != MPI_SUCCESS) {
             pthread_mutex_unlock(&p->lock);
             return msh_comm_error(p->comm, rc);
@@ -1046,9 +1033,9 @@ int msh_part_start(msh_request *r)
     }
     atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
     if (!p->send && atomic_load_explicit(&p->setup, memory_order_relaxed)) {
-        hl();
+        int locked = msh_host_enter();
         start_msgs(p);
-        hu();
+        msh_host_exit(locked);
     } else if (!p->send) {
         watch_add(r, p, 0);
         /* The header may be in already: set up now, so the data receives
@@ -1091,7 +1078,7 @@ static void part_release(msh_request *r)
     msh_part *p = r->ext;
     if (!p->send)
         disp_unpost(p);
-    hl();
+    int locked = msh_host_enter();
     if (p->hdr_req != MPI_REQUEST_NULL) {
         int f = 0;
         if (PMPI_Test(&p->hdr_req, &f, MPI_STATUS_IGNORE) == MPI_SUCCESS && f)
@@ -1103,7 +1090,7 @@ static void part_release(msh_request *r)
     } else {
         free(p->hdr);
     }
-    hu();
+    msh_host_exit(locked);
     part_destroy(p);
     r->ext = NULL;
     r->kind = MSH_KIND_SEND;
@@ -1181,9 +1168,9 @@ int msh_part_pready(msh_request *r, int partition)
     /* The thread whose Pready completes a message starts it: one atomic,
      * one PMPI_Start (release: its partitions' data is written). */
     if (atomic_fetch_add_explicit(&g->ready, 1, memory_order_acq_rel) + 1 == g->nparts) {
-        hl();
+        int locked = msh_host_enter();
         rc = PMPI_Start(&g->host);
-        hu();
+        msh_host_exit(locked);
         if (rc != MPI_SUCCESS) {
             pthread_mutex_lock(&p->lock);
             if (p->err == MPI_SUCCESS)

@@ -78,34 +78,44 @@ static void notify_add(notify_batch *b, msh_sync *s)
     b->n++;
 }
 
-int msh_progress_poll(msh_vci *v, int blocking)
+/* r is complete (its status filled in): claim its completion and count it
+ * on the sync object attached to it, if any. */
+static void complete_one(msh_request *r, notify_batch *b)
 {
-    if (blocking)
-        msh_vci_lock(v);
-    else if (!msh_vci_trylock(v))
-        return 0;
-    int n = v->npending;
-    if (n == 0) {
-        msh_vci_unlock(v);
-        return 0;
-    }
-    v->st.polls++;
-    if (n > MSH_HEAD_POLL_MIN && ++v->head_polls % MSH_FULL_POLL_EVERY != 0) {
-        /* Testsome costs O(pending) per call, a pass of a host Waitall
-         * O(1). Requests of one VCI complete roughly in the order they were
-         * posted, so while the oldest is not done a cheap look at it (which
-         * also drives the host's progress) stands in for a full pass; a
-         * full pass every MSH_FULL_POLL_EVERY polls catches the rest. */
-        int flag = 0;
-        PMPI_Request_get_status(v->hreqs[0], &flag, MPI_STATUS_IGNORE);
-        if (!flag) {
-            v->st.empty_polls++;
-            msh_vci_unlock(v);
-            return 0;
-        }
-    }
+    atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+    msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
+    if (s && s != MSH_SYNC_CLAIMED)
+        notify_add(b, s);
+}
+
+void msh_progress_complete(msh_request *r)
+{
+    notify_batch b = { .n = 0 };
+    complete_one(r, &b);
+    notify_flush(&b);
+}
+
+/* Under v's lock, with n > 0 requests pending: whether a full pass is
+ * worth making. Testsome costs O(pending) per call, a pass of a host
+ * Waitall O(1). Requests of one VCI complete roughly in the order they
+ * were posted, so while the oldest is not done a cheap look at it (which
+ * also drives the host's progress) stands in for a full pass; a full pass
+ * every MSH_FULL_POLL_EVERY polls catches the rest. */
+static int head_says_poll(msh_vci *v, int n)
+{
+    if (n <= MSH_HEAD_POLL_MIN || ++v->head_polls % MSH_FULL_POLL_EVERY == 0)
+        return 1;
+    int flag = 0;
+    PMPI_Request_get_status(v->hreqs[0], &flag, MPI_STATUS_IGNORE);
+    return flag;
+}
+
+/* Under v's lock: Testsome over the n pending requests; returns the count
+ * completed (out_idx, out_st), *rc the host's result. */
+static int host_testsome(msh_vci *v, int n, int *rc)
+{
     int outcount = 0;
-    int rc = PMPI_Testsome(n, v->hreqs, &outcount, v->out_idx, v->out_st);
+    *rc = PMPI_Testsome(n, v->hreqs, &outcount, v->out_idx, v->out_st);
     if (MSH_UNLIKELY(outcount == MPI_UNDEFINED)) {
         /* The host sees every one as inactive: a persistent operation it
          * completed inside MPI_Start (MPICH 4.0 does so for MPI_PROC_NULL
@@ -120,11 +130,14 @@ int msh_progress_poll(msh_vci *v, int blocking)
         }
         outcount = n;
     }
-    if (outcount <= 0) {
-        v->st.empty_polls++;
-        msh_vci_unlock(v);
-        return 0;
-    }
+    return outcount;
+}
+
+/* Under v's lock: hand the outcount requests Testsome completed to their
+ * waiters (or recycle the freed ones), then compact the pending set,
+ * keeping the order of the rest. */
+static void complete_polled(msh_vci *v, int n, int outcount, int rc)
+{
     notify_batch b = { .n = 0 };
     for (int k = 0; k < outcount; k++) {
         int i = v->out_idx[k];
@@ -141,12 +154,8 @@ int msh_progress_poll(msh_vci *v, int blocking)
             msh_vci_req_put(v, r);
             continue;
         }
-        atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
-        msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
-        if (s && s != MSH_SYNC_CLAIMED)
-            notify_add(&b, s);
+        complete_one(r, &b);
     }
-    /* Compact the pending set, keeping the order of the rest. */
     int j = 0;
     for (int i = 0; i < n; i++) {
         if (v->sreqs[i]) {
@@ -158,22 +167,42 @@ int msh_progress_poll(msh_vci *v, int blocking)
     v->npending = j;
     v->st.completions += (uint64_t)outcount;
     notify_flush(&b);
+}
+
+int msh_progress_poll(msh_vci *v, int blocking)
+{
+    if (blocking)
+        msh_vci_lock(v);
+    else if (!msh_vci_trylock(v))
+        return 0;
+    int n = v->npending;
+    if (n == 0) {
+        msh_vci_unlock(v);
+        return 0;
+    }
+    v->st.polls++;
+    int rc = MPI_SUCCESS;
+    int outcount = head_says_poll(v, n) ? host_testsome(v, n, &rc) : 0;
+    if (outcount <= 0) {
+        v->st.empty_polls++;
+        msh_vci_unlock(v);
+        return 0;
+    }
+    complete_polled(v, n, outcount, rc);
     msh_vci_unlock(v);
     return outcount;
 }
 
-static int (*hook_fn)(void);
-static _Atomic int *hook_wanted;
+msh_sync_upper msh_upper;
 
-void msh_progress_set_hook(int (*fn)(void), _Atomic int *wanted)
+void msh_sync_set_upper(const msh_sync_upper *u)
 {
-    hook_fn = fn;
-    hook_wanted = wanted;
+    msh_upper = *u;
 }
 
 static inline int poll_hook(void)
 {
-    return hook_wanted && MSH_UNLIKELY(atomic_load_explicit(hook_wanted, memory_order_relaxed)) ? hook_fn() : 0;
+    return msh_sweep_wanted() ? msh_upper.sweep() : 0;
 }
 
 /* One pass over every VCI. */
@@ -185,7 +214,8 @@ static int poll_all(int blocking)
     return n;
 }
 
-/* What the owner of domain d polls once. */
+/* What the owner of domain d polls once: the host poll, every domain's
+ * poll function unless msh_progress_set_poll replaced it. */
 static int poll_domain(int d, unsigned *misses)
 {
     if (msh_cfg.progress != MSH_PROGRESS_VCI)
@@ -196,6 +226,18 @@ static int poll_domain(int d, unsigned *misses)
     if (n)
         *misses = 0;
     return n;
+}
+
+static int host_poll(void *arg, int d, unsigned *misses)
+{
+    (void)arg;
+    return poll_domain(d, misses);
+}
+
+void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg)
+{
+    domains[d].poll = fn ? fn : host_poll;
+    domains[d].poll_arg = fn ? arg : NULL;
 }
 
 /* ------------------------------------------------------------ ownership */
@@ -337,7 +379,7 @@ void msh_sync_wait(msh_sync *s, int needed)
                 /* A run of empty polls gives the core away: with more
                  * threads than cores, the threads this owner woke need it
                  * to post their next operations (file 000, Fig. 4.4). */
-                if (poll_domain(s->dom, &misses) == 0) {
+                if (d->poll(d->poll_arg, s->dom, &misses) == 0) {
                     if (++empty % MSH_YIELD_POLLS == 0)
                         sched_yield();
                 } else {
@@ -383,12 +425,14 @@ int msh_progress_try(int vci)
 {
     if (MSH_UNLIKELY(msh_host_lock_depth > 0))
         return poll_all(1);
-    msh_domain *d = &domains[msh_progress_domain_of(vci)];
+    int dom = msh_progress_domain_of(vci);
+    msh_domain *d = &domains[dom];
     if (!take_ownership(d))
         return 0;
     unsigned misses = 0;
-    int n = poll_domain(msh_progress_domain_of(vci), &misses);
-    if (n == 0 && msh_cfg.progress == MSH_PROGRESS_VCI)
+    int n = d->poll(d->poll_arg, dom, &misses);
+    /* A test that found nothing on its VCI sweeps the others once. */
+    if (n == 0 && d->poll == host_poll && msh_cfg.progress == MSH_PROGRESS_VCI)
         n = poll_all(0);
     release_ownership(d);
     return n;
@@ -413,8 +457,10 @@ int msh_progress_init(void)
     if (!domains)
         return -1;
     memset(domains, 0, sizeof(msh_domain) * (size_t)ndomains);
-    for (int i = 0; i < ndomains; i++)
+    for (int i = 0; i < ndomains; i++) {
         pthread_mutex_init(&domains[i].mtx, NULL);
+        domains[i].poll = host_poll;
+    }
     if (msh_cfg.progress == MSH_PROGRESS_THREAD) {
         /* The progress thread owns the one domain for good. */
         atomic_store(&domains[0].owned, 1);

@@ -1,9 +1,13 @@
-/* The request arena and its global pool (see request.h). */
+/* The request arena, its global pool, and the per-VCI request caches and
+ * pending sets (see request.h). */
 #include "sync/request.h"
 
 #include <pthread.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/mman.h>
+
+#include "vci/vci.h"
 
 msh_req_arena msh_reqs;
 #if !defined(MPICH)
@@ -99,4 +103,82 @@ void msh_req_pool_give(msh_request *chain, int n)
     pool_free = chain;
     pool_nfree += n;
     pthread_mutex_unlock(&pool_lock);
+}
+
+/* ------------------------------------------------------------ per-VCI caches */
+
+/* Cache sizes: refill this many at once; give half back above the limit. */
+#define MSH_CACHE_BATCH 64
+#define MSH_CACHE_LIMIT 1024
+
+msh_request *msh_vci_req_get(msh_vci *v)
+{
+    if (MSH_UNLIKELY(!v->cache)) {
+        int got = 0;
+        v->cache = msh_req_pool_take(MSH_CACHE_BATCH, &got);
+        v->ncache = got;
+        v->st.cache_refills++;
+        if (!v->cache)
+            return NULL;
+    } else {
+        v->st.cache_hits++;
+    }
+    msh_request *r = v->cache;
+    v->cache = r->next;
+    v->ncache--;
+    msh_req_unpoison(r);
+    r->next = NULL;
+    r->vci = (int16_t)v->idx;
+    r->freed = 0;
+    r->persistent = 0;
+    r->procnull = 0;
+    atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
+    return r;
+}
+
+void msh_vci_req_put(msh_vci *v, msh_request *r)
+{
+    msh_req_release(r);
+    r->host = MPI_REQUEST_NULL;
+    msh_req_poison(r);
+    r->next = v->cache;
+    v->cache = r;
+    if (++v->ncache > MSH_CACHE_LIMIT) {
+        /* Return half to the global pool so that a VCI that frees what
+         * another allocates does not hoard. */
+        int give = v->ncache / 2;
+        msh_request *chain = v->cache, *last = chain;
+        for (int i = 1; i < give; i++)
+            last = last->next;
+        v->cache = last->next;
+        last->next = NULL;
+        v->ncache -= give;
+        msh_req_pool_give(chain, give);
+    }
+}
+
+int msh_vci_pending_add(msh_vci *v, msh_request *r)
+{
+    if (MSH_UNLIKELY(v->npending == v->cap)) {
+        int cap = v->cap ? v->cap * 2 : 256;
+        MPI_Request *h = realloc(v->hreqs, sizeof *h * (size_t)cap);
+        if (h)
+            v->hreqs = h;
+        msh_request **s = realloc(v->sreqs, sizeof *s * (size_t)cap);
+        if (s)
+            v->sreqs = s;
+        int *oi = realloc(v->out_idx, sizeof *oi * (size_t)cap);
+        if (oi)
+            v->out_idx = oi;
+        MPI_Status *os = realloc(v->out_st, sizeof *os * (size_t)cap);
+        if (os)
+            v->out_st = os;
+        if (!h || !s || !oi || !os)
+            return MPI_ERR_NO_MEM;
+        v->cap = cap;
+    }
+    v->hreqs[v->npending] = r->host;
+    v->sreqs[v->npending] = r;
+    v->npending++;
+    return MPI_SUCCESS;
 }

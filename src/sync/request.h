@@ -16,7 +16,7 @@
  *   - Open MPI: MPI_Request is a pointer; the handle is the code's offset
  *     into a reserved, inaccessible 1 GiB address range, so "is it ours" is
  *     a range check and the host faults at once if one ever reaches it.
- * Objects are recycled through per-VCI caches (src/vci) refilled in batches
+ * Objects are recycled through per-VCI caches (request.c) refilled in batches
  * from a global pool (file 003, Table 1 and Fig. 7). */
 #ifndef MSH_SYNC_REQUEST_H
 #define MSH_SYNC_REQUEST_H
@@ -229,5 +229,18 @@ void msh_req_arena_fini(void);
  * ->next), return a chain. Thread-safe (global mutex, batched). */
 msh_request *msh_req_pool_take(int n, int *got);
 void msh_req_pool_give(msh_request *chain, int n);
+
+/* A VCI's request cache and pending set (the fields are in vci/vci.h; the
+ * VCI layer below stores them without knowing what a request is). */
+
+/* Under the VCI lock: a free request from the cache (refilled in batches
+ * from the global pool), NULL if the arena is exhausted. */
+msh_request *msh_vci_req_get(struct msh_vci *v);
+/* Under the VCI lock: give a request back to the cache. */
+void msh_vci_req_put(struct msh_vci *v, msh_request *r);
+
+/* Under the VCI lock: add r (r->host posted) to the pending set. Returns
+ * MPI_SUCCESS or MPI_ERR_NO_MEM. */
+int msh_vci_pending_add(struct msh_vci *v, msh_request *r);
 
 #endif

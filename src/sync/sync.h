@@ -40,6 +40,11 @@ typedef struct msh_domain_stats {
     uint64_t ownerships, handoffs, sleeps, wakeups;
 } msh_domain_stats;
 
+/* A domain's poll: one progress pass by its owner, returning the
+ * completions it made (each through msh_progress_complete or the host
+ * poll's own batch); *misses is the owner's count of empty passes. */
+typedef int (*msh_poll_fn)(void *arg, int dom, unsigned *misses);
+
 typedef struct msh_domain {
     _Alignas(MSH_CACHELINE) pthread_mutex_t mtx;
     _Atomic int owned;      /* written under mtx; read without it by spinners */
@@ -47,12 +52,30 @@ typedef struct msh_domain {
     msh_sync *waiters;      /* sleeping waiters, FIFO */
     msh_sync *waiters_tail;
     msh_domain_stats st;    /* under mtx */
+    msh_poll_fn poll;       /* set at init: the host poll unless replaced */
+    void *poll_arg;
 } msh_domain;
 
-/* Progress a layer above needs from every poller: while *wanted is
- * non-zero, pollers also call fn (the partitioned layer's receives still
- * waiting for their header). Set before msh_progress_init. */
-void msh_progress_set_hook(int (*fn)(void), _Atomic int *wanted);
+/* What the sync layer needs from the partitioned layer above it, which it
+ * may not call (layers depend downward only). Registered once, by MPI_Init*
+ * (intercept/init.c) before the runtime starts; read without a lock after. */
+typedef struct msh_sync_upper {
+    /* While *sweep_wanted is non-zero, pollers also call sweep (the
+     * partitioned receives still waiting for their header), and calls that
+     * would block in the host poll instead. */
+    int (*sweep)(void);
+    _Atomic int *sweep_wanted;
+    /* Advance an MSH_KIND_PART request; 1 when it is complete. */
+    int (*advance)(msh_request *r, int blocking);
+} msh_sync_upper;
+
+extern msh_sync_upper msh_upper;
+void msh_sync_set_upper(const msh_sync_upper *u);
+
+static inline int msh_sweep_wanted(void)
+{
+    return msh_upper.sweep_wanted && MSH_UNLIKELY(atomic_load_explicit(msh_upper.sweep_wanted, memory_order_relaxed));
+}
 
 int msh_progress_init(void);   /* after the VCI pool */
 void msh_progress_fini(void);  /* stops the progress thread, if any */
@@ -69,6 +92,17 @@ void msh_progress_describe(int d, msh_progress_info *out);
 
 /* Domain that progresses requests of VCI vci. */
 int msh_progress_domain_of(int vci);
+
+/* Replace domain d's poll (NULL: back to the host poll), before any thread
+ * waits on it: the seam through which a unit test drives the sync objects
+ * without MPI (tests/unit/test_sync.c). A thread that holds the host lock
+ * (msh_host_lock_depth) and the progress thread poll the host directly. */
+void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg);
+
+/* For a poll function: r, whose status the caller filled in, is complete:
+ * mark it so, claim it, and count it on its waiter's sync object, waking
+ * that waiter when its wait is over. Not under a domain mutex. */
+void msh_progress_complete(msh_request *r);
 
 static inline void msh_sync_init(msh_sync *s, int dom)
 {

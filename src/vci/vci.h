@@ -14,7 +14,12 @@
 #include <stdint.h>
 
 #include "core/common.h"
-#include "sync/request.h"
+#include "core/runtime.h"
+
+/* Shim requests belong to the sync layer above (sync/request.h); a VCI
+ * only stores pointers to them, in its cache and pending set, which the
+ * sync layer manages (msh_vci_req_get and the others there). */
+struct msh_request;
 
 typedef struct msh_vci_stats {
     uint64_t sends, recvs, colls;  /* operations posted */
@@ -32,11 +37,11 @@ typedef struct msh_vci {
     int npending, cap;
     unsigned head_polls;       /* polls that looked at the oldest request only */
     MPI_Request *hreqs;
-    msh_request **sreqs;
+    struct msh_request **sreqs;
     int *out_idx;              /* Testsome scratch, cap entries */
     MPI_Status *out_st;
     /* Request cache. */
-    msh_request *cache;
+    struct msh_request *cache;
     int ncache;
     msh_vci_stats st;          /* written under lock */
 } msh_vci;
@@ -50,9 +55,34 @@ typedef struct msh_vci_pool {
 
 extern msh_vci_pool msh_pool;
 
-/* Threads that currently hold the host lock through a pass-through call
- * (serialized mode): such a thread must progress by itself, never sleep. */
+/* How often this thread holds the host lock (msh_host_enter): such a
+ * thread must progress by itself, never sleep (src/sync/progress.c), since
+ * every other thread's progress needs the lock it holds. */
 extern MSH_TLS int msh_host_lock_depth;
+
+/* Around a host call the shim makes outside a VCI lock: with a serialized
+ * host (MPISHIM_HOST_THREAD=serialized, or a host below MULTIPLE) every
+ * host call is made under the one host lock. Recursive, because a host may
+ * call MPI_* entry points from inside its own functions (ROMIO does, and
+ * generalized requests' callbacks may). Returns whether it locked; pass
+ * that to msh_host_exit, so that the pair stays matched even if the
+ * runtime state changed in between. */
+static inline int msh_host_enter(void)
+{
+    if (MSH_LIKELY(!msh_on() || !msh_pool.serialized))
+        return 0;
+    pthread_mutex_lock(&msh_pool.host_lock);
+    msh_host_lock_depth++;
+    return 1;
+}
+
+static inline void msh_host_exit(int locked)
+{
+    if (locked) {
+        msh_host_lock_depth--;
+        pthread_mutex_unlock(&msh_pool.host_lock);
+    }
+}
 
 int msh_vci_pool_init(int n, int serialized);
 /* Frees the pool; returns the number of requests still pending (leaked by
@@ -64,15 +94,5 @@ static inline msh_vci *msh_vci_get(int i) { return &msh_pool.v[i]; }
 static inline void msh_vci_lock(msh_vci *v) { pthread_mutex_lock(v->lock); }
 static inline int msh_vci_trylock(msh_vci *v) { return pthread_mutex_trylock(v->lock) == 0; }
 static inline void msh_vci_unlock(msh_vci *v) { pthread_mutex_unlock(v->lock); }
-
-/* Under the VCI lock: a free request from the cache (refilled in batches
- * from the global pool), NULL if the arena is exhausted. */
-msh_request *msh_vci_req_get(msh_vci *v);
-/* Under the VCI lock: give a request back to the cache. */
-void msh_vci_req_put(msh_vci *v, msh_request *r);
-
-/* Under the VCI lock: add r (r->host posted) to the pending set. Returns
- * MPI_SUCCESS or MPI_ERR_NO_MEM. */
-int msh_vci_pending_add(msh_vci *v, msh_request *r);
 
 #endif

@@ -1,0 +1,710 @@
+/* The request and completion engine (see wait.h). */
+#include "sync/wait.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sync/watchdog.h"
+#include "vci/comm.h"
+
+/* ------------------------------------------------------------ outcomes */
+
+void msh_empty_status(MPI_Status *st)
+{
+    if (st == MPI_STATUS_IGNORE)
+        return;
+    MPI_Request nul = MPI_REQUEST_NULL;
+    PMPI_Wait(&nul, st);
+}
+
+/* Retiring many requests takes each VCI's lock once per run of requests
+ * on that VCI, not once per request: *held is the VCI locked so far.
+ * The state moves from COMPLETE first, so that a request is retired once
+ * even if two threads wait on it (an erroneous program): the loser gets
+ * MPI_ERR_REQUEST and the request never enters a cache twice. */
+static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held)
+{
+    int from = MSH_REQ_COMPLETE;
+    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from,
+                                                              r->persistent ? MSH_REQ_INACTIVE : MSH_REQ_FREE,
+                                                              memory_order_acq_rel, memory_order_acquire)))
+        return msh_bad_request();
+    int err = r->status.MPI_ERROR;
+    msh_status_out(status, &r->status);
+    if (r->persistent)
+        return err;
+    msh_vci *v = msh_vci_get(r->vci);
+    if (*held != v) {
+        if (*held)
+            msh_vci_unlock(*held);
+        msh_vci_lock(v);
+        *held = v;
+    }
+    msh_vci_req_put(v, r);
+    *handle = MPI_REQUEST_NULL;
+    return err;
+}
+
+static void release_held(msh_vci *held)
+{
+    if (held)
+        msh_vci_unlock(held);
+}
+
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
+{
+    msh_vci *held = NULL;
+    int err = retire_held(r, handle, status, &held);
+    release_held(held);
+    return err;
+}
+
+/* ------------------------------------------------------------ posting */
+
+int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle)
+{
+    if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
+        msh_vci_req_put(v, r);
+        msh_vci_unlock(v);
+        return rc;
+    }
+    r->kind = (uint8_t)kind;
+    if (kind == MSH_KIND_PSEND || kind == MSH_KIND_PRECV) {
+        r->persistent = 1;
+        atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
+    } else {
+        atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
+        rc = msh_vci_pending_add(v, r);
+        msh_watchdog_posted(r);
+        if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
+            /* Cannot track it: finish it here rather than lose it. */
+            msh_vci_unlock(v);
+            PMPI_Wait(&r->host, &r->status);
+            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_release);
+            *handle = msh_req_handle(r);
+            return MPI_SUCCESS;
+        }
+        if (kind == MSH_KIND_SEND)
+            v->st.sends++;
+        else if (kind == MSH_KIND_RECV)
+            v->st.recvs++;
+        else
+            v->st.colls++;
+    }
+    msh_vci_unlock(v);
+    *handle = msh_req_handle(r);
+    return MPI_SUCCESS;
+}
+
+msh_vci *msh_coll_begin(MPI_Comm comm)
+{
+    msh_comm *mc = msh_comm_lookup(comm);
+    msh_route rt;
+    msh_route_of(comm, mc, 0, 0, 0, &rt);
+    if (mc && mc->ndups)
+        rt.vci = msh_vci_get(mc->vci); /* collectives stay on the user communicator */
+    msh_vci_lock(rt.vci);
+    return rt.vci;
+}
+
+int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
+{
+    if (rc != MPI_SUCCESS) {
+        msh_vci_unlock(v);
+        return rc;
+    }
+    msh_request *r = msh_vci_req_get(v);
+    if (!r) {
+        msh_vci_unlock(v);
+        return PMPI_Wait(&hreq, status);
+    }
+    r->host = hreq;
+    MPI_Request h;
+    msh_post_commit(v, r, MSH_KIND_COLL, MPI_SUCCESS, &h);
+    msh_req_wait_complete(r);
+    return msh_req_retire(r, &h, status);
+}
+
+/* ------------------------------------------------------------ lifecycle */
+
+int msh_req_start(msh_request *r)
+{
+    msh_vci *v = msh_vci_get(r->vci);
+    msh_vci_lock(v);
+    if (atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
+        msh_vci_unlock(v); /* another thread started it meanwhile */
+        return msh_bad_request();
+    }
+    int rc = PMPI_Start(&r->host);
+    if (rc == MPI_SUCCESS && r->procnull) {
+        /* Done as soon as started; the host's Wait returns at once (and
+         * MPICH 4.0's Testsome would call it inactive, never complete). */
+        rc = PMPI_Wait(&r->host, &r->status);
+        r->status.MPI_ERROR = rc;
+        atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
+        atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+    } else if (rc == MPI_SUCCESS) {
+        atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
+        atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
+        if (MSH_UNLIKELY(msh_vci_pending_add(v, r) != MPI_SUCCESS)) {
+            /* Cannot track it: finish it here rather than lose it. */
+            msh_vci_unlock(v);
+            r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
+            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
+            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            return MPI_SUCCESS;
+        }
+        msh_watchdog_posted(r);
+        if (r->kind == MSH_KIND_PSEND)
+            v->st.sends++;
+        else
+            v->st.recvs++;
+    }
+    msh_vci_unlock(v);
+    return rc;
+}
+
+int msh_req_free(msh_request *r, MPI_Request *handle)
+{
+    msh_vci *v = msh_vci_get(r->vci);
+    msh_vci_lock(v);
+    int st = atomic_load_explicit(&r->state, memory_order_relaxed);
+    if (MSH_UNLIKELY(msh_req_of(*handle) != r)) {
+        msh_vci_unlock(v); /* another thread freed it meanwhile */
+        return msh_bad_request();
+    }
+    if (st == MSH_REQ_PENDING) {
+        r->freed = 1; /* progress recycles it when the host is done */
+        msh_req_new_gen(r); /* copies of the handle are stale from now on */
+    } else if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &st, MSH_REQ_FREE,
+                                                                     memory_order_acq_rel, memory_order_relaxed))) {
+        msh_vci_unlock(v); /* a waiter retired it meanwhile (retiring takes no VCI lock first) */
+        return msh_bad_request();
+    } else {
+        if (r->persistent && r->host != MPI_REQUEST_NULL)
+            PMPI_Request_free(&r->host);
+        msh_vci_req_put(v, r);
+    }
+    msh_vci_unlock(v);
+    *handle = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
+int msh_req_cancel(msh_request *r)
+{
+    msh_vci *v = msh_vci_get(r->vci);
+    msh_vci_lock(v);
+    int rc = MPI_SUCCESS;
+    if (atomic_load_explicit(&r->state, memory_order_relaxed) == MSH_REQ_PENDING)
+        rc = PMPI_Cancel(&r->host);
+    msh_vci_unlock(v);
+    return rc;
+}
+
+/* ------------------------------------------------------------ waiting */
+
+void msh_idle(void)
+{
+    if (msh_sweep_wanted() && msh_upper.sweep() > 0)
+        return;
+    if (!msh_on() || msh_progress_try(0) == 0)
+        sched_yield();
+}
+
+int msh_host_wait(MPI_Request *req, MPI_Status *status)
+{
+    for (;;) {
+        int f = 0;
+        int locked = msh_host_enter();
+        int rc = PMPI_Test(req, &f, status);
+        msh_host_exit(locked);
+        if (rc != MPI_SUCCESS || f)
+            return rc;
+        msh_idle();
+    }
+}
+
+void msh_req_wait_complete(msh_request *r)
+{
+    if (msh_req_done(r))
+        return;
+    /* Eager messages are often done after one pass: skip the sync then. */
+    msh_progress_try(r->vci);
+    if (msh_req_done(r))
+        return;
+    msh_sync s;
+    msh_sync_init(&s, msh_progress_domain_of(r->vci));
+    int attached = msh_sync_attach(&s, r);
+    if (attached)
+        msh_sync_wait(&s, 1);
+    msh_sync_finish(&s, attached);
+}
+
+/* State of a shim request, advancing a partitioned one first. */
+static inline int state_of(msh_request *r)
+{
+    if (r->kind == MSH_KIND_PART && atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
+        msh_upper.advance(r, 1);
+    return atomic_load_explicit(&r->state, memory_order_acquire);
+}
+
+/* ------------------------------------------------------------ arrays: waiting for shim requests */
+
+/* No memory for the bookkeeping of wait_shim: poll instead. */
+static void poll_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
+{
+    for (;;) {
+        int done = 0, pend = 0;
+        for (int i = 0; i < n; i++) {
+            msh_request *r = msh_req_of(reqs[i]);
+            if (r && atomic_load(&r->state) == MSH_REQ_PENDING)
+                pend++;
+            else if (r && msh_req_done(r))
+                done++;
+        }
+        if (pend == 0 || (mode != MSH_COMPLETE_ALL && done))
+            return;
+        msh_idle();
+    }
+}
+
+/* Sync-object wait for the pending shim requests of an array: all of them
+ * (MSH_COMPLETE_ALL) or at least one. */
+static void wait_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
+{
+    msh_sync s;
+    int dom = -1, attached = 0, already = 0;
+    msh_request *att[64];
+    int natt = 0;
+    msh_request **attv = att;
+    if (n > 64 && !(attv = malloc(sizeof *attv * (size_t)n))) {
+        poll_shim(n, reqs, mode);
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        if (!r)
+            continue;
+        int st = atomic_load_explicit(&r->state, memory_order_acquire);
+        if (st == MSH_REQ_COMPLETE) {
+            already++;
+            continue;
+        }
+        if (st != MSH_REQ_PENDING)
+            continue;
+        if (dom < 0) {
+            dom = msh_progress_domain_of(r->vci);
+            msh_sync_init(&s, dom);
+        }
+        if (msh_sync_attach(&s, r))
+            attv[natt++] = r, attached++;
+        else
+            already++;
+    }
+    if (dom >= 0) {
+        int needed = mode == MSH_COMPLETE_ALL ? attached : (already ? 0 : 1);
+        if (needed > 0)
+            msh_sync_wait(&s, needed);
+        int claimed = attached;
+        if (mode != MSH_COMPLETE_ALL)
+            for (int k = 0; k < natt; k++)
+                claimed -= msh_sync_detach(&s, attv[k]);
+        msh_sync_finish(&s, claimed);
+    }
+    if (attv != att)
+        free(attv);
+}
+
+/* ------------------------------------------------------------ arrays: the steps of msh_complete */
+
+/* Step 1: what the array holds. */
+typedef struct census {
+    int nshim;             /* shim requests, inactive persistent ones too */
+    int nshim_active;      /* pending or complete */
+    int nshim_pending;
+    int first_pending_vci;
+    int nhost;             /* requests the shim did not make */
+    int nnull;
+} census;
+
+static int take_census(int n, const MPI_Request reqs[], census *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    for (int i = 0; i < n; i++) {
+        if (reqs[i] == MPI_REQUEST_NULL) {
+            cs->nnull++;
+            continue;
+        }
+        msh_request *r = msh_req_of(reqs[i]);
+        if (!r) {
+            if (MSH_UNLIKELY(msh_req_invalid(reqs[i])))
+                return msh_bad_request(); /* before anything completes */
+            cs->nhost++;
+            continue;
+        }
+        cs->nshim++; /* inactive persistent ones too: never hand them to the host */
+        int st = state_of(r);
+        if (st == MSH_REQ_PENDING || st == MSH_REQ_COMPLETE) {
+            cs->nshim_active++;
+            if (st == MSH_REQ_PENDING && cs->nshim_pending++ == 0)
+                cs->first_pending_vci = r->vci;
+        }
+    }
+    return MPI_SUCCESS;
+}
+
+/* Only host requests: the host does it all. Except on MPICH 4.0 with null
+ * entries: its Waitall asserts on an incomplete generalized request next
+ * to MPI_REQUEST_NULL; the general path leaves nulls out. */
+static int host_only(const census *cs, msh_complete_mode mode)
+{
+#if defined(MPICH)
+    int host_whole = cs->nnull == 0 || mode != MSH_COMPLETE_ALL;
+#else
+    int host_whole = 1;
+    (void)mode;
+#endif
+    return cs->nshim == 0 && cs->nhost > 0 && host_whole;
+}
+
+/* One host call over the whole array; *f: whether the mode is met. */
+static int host_call(int n, MPI_Request reqs[], const msh_completion *c, int block, int *f)
+{
+    switch (c->mode) {
+    case MSH_COMPLETE_ALL:
+        return block ? (*f = 1, PMPI_Waitall(n, reqs, c->statuses)) : PMPI_Testall(n, reqs, f, c->statuses);
+    case MSH_COMPLETE_ANY:
+        return block ? (*f = 1, PMPI_Waitany(n, reqs, c->index, c->statuses))
+                     : PMPI_Testany(n, reqs, c->index, f, c->statuses);
+    default: {
+        int rc = block ? PMPI_Waitsome(n, reqs, c->outcount, c->indices, c->statuses)
+                       : PMPI_Testsome(n, reqs, c->outcount, c->indices, c->statuses);
+        *f = *c->outcount != 0;
+        return rc;
+    }
+    }
+}
+
+/* Step 2: the array holds host requests only. */
+static int complete_host_only(int n, MPI_Request reqs[], const msh_completion *c)
+{
+    int solo = msh_on() && msh_solo_enter();
+    /* Block in the host only when nothing else needs this thread. */
+    int block = c->blocking && !msh_pool.serialized && !msh_sweep_wanted();
+    for (;;) {
+        int f = 0;
+        int locked = msh_host_enter();
+        int rc = host_call(n, reqs, c, block, &f);
+        msh_host_exit(locked);
+        if (rc != MPI_SUCCESS || f || !c->blocking) {
+            if (c->flag)
+                *c->flag = f;
+            if (solo)
+                msh_solo_exit();
+            return rc;
+        }
+        msh_idle();
+    }
+}
+
+/* Step 3: nothing active at all. */
+static int complete_inactive(int n, const msh_completion *c)
+{
+    if (c->flag)
+        *c->flag = 1;
+    if (c->mode == MSH_COMPLETE_ALL) {
+        if (c->statuses != MPI_STATUSES_IGNORE)
+            for (int i = 0; i < n; i++)
+                msh_empty_status(&c->statuses[i]);
+    } else if (c->mode == MSH_COMPLETE_ANY) {
+        *c->index = MPI_UNDEFINED;
+        msh_empty_status(c->statuses);
+    } else {
+        *c->outcount = MPI_UNDEFINED;
+    }
+    return MPI_SUCCESS;
+}
+
+/* Step 4: the host requests of a mixed array, in scratch (small ones on
+ * the stack), and what the host said about them so far. */
+typedef struct host_part {
+    int n;
+    int *pos;           /* position in the user's array */
+    MPI_Request *req;
+    MPI_Status *st;
+    int *idx;
+    int stack_pos[16], stack_idx[16];
+    MPI_Request stack_req[16];
+    MPI_Status stack_st[16];
+    /* The host's answers, kept across rounds. */
+    int rc, done, any, some;
+    /* idle: the host part holds only inactive requests (Testany or
+     * Testsome said MPI_UNDEFINED), which with no active shim request makes
+     * the call return MPI_UNDEFINED. */
+    int idle;
+} host_part;
+
+static int host_part_init(host_part *h, int n)
+{
+    h->n = 0;
+    h->rc = MPI_SUCCESS;
+    h->done = 0;
+    h->any = MPI_UNDEFINED;
+    h->some = 0;
+    h->idle = 0;
+    if (n <= 16) {
+        h->pos = h->stack_pos;
+        h->req = h->stack_req;
+        h->st = h->stack_st;
+        h->idx = h->stack_idx;
+        return 0;
+    }
+    h->pos = malloc(sizeof(int) * (size_t)n);
+    h->req = malloc(sizeof(MPI_Request) * (size_t)n);
+    h->st = malloc(sizeof(MPI_Status) * (size_t)n);
+    h->idx = malloc(sizeof(int) * (size_t)n);
+    return h->pos && h->req && h->st && h->idx ? 0 : -1;
+}
+
+static void host_part_free(host_part *h)
+{
+    if (h->pos != h->stack_pos) {
+        free(h->pos);
+        free(h->req);
+        free(h->st);
+        free(h->idx);
+    }
+}
+
+static void host_part_collect(host_part *h, int n, const MPI_Request reqs[])
+{
+    for (int i = 0; i < n; i++)
+        if (reqs[i] != MPI_REQUEST_NULL && !msh_req_of(reqs[i])) {
+            h->pos[h->n] = i;
+            h->req[h->n] = reqs[i];
+            h->n++;
+        }
+}
+
+/* Step 5: the mixed wait loop. Each round counts the shim requests ... */
+typedef struct shim_tally {
+    int done, pending, part_pending;
+} shim_tally;
+
+static void tally_shim(int n, MPI_Request reqs[], shim_tally *t)
+{
+    t->done = t->pending = t->part_pending = 0;
+    for (int i = 0; i < n; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        if (!r)
+            continue;
+        int st = state_of(r);
+        t->done += st == MSH_REQ_COMPLETE;
+        t->pending += st == MSH_REQ_PENDING;
+        t->part_pending += st == MSH_REQ_PENDING && r->kind == MSH_KIND_PART;
+    }
+}
+
+/* ... tests the host part as far as the mode needs (one host call) ... */
+static void test_host_part(host_part *h, msh_complete_mode mode, const shim_tally *t)
+{
+    int locked = msh_host_enter();
+    if (mode == MSH_COMPLETE_ALL && t->pending == 0) {
+        h->rc = PMPI_Testall(h->n, h->req, &h->done, h->st); /* all-or-nothing across both kinds */
+    } else if (mode == MSH_COMPLETE_ANY && t->done == 0) {
+        int f = 0;
+        h->rc = PMPI_Testany(h->n, h->req, &h->any, &f, h->st);
+        h->idle = f && h->any == MPI_UNDEFINED;
+        if (!f)
+            h->any = MPI_UNDEFINED;
+    } else if (mode == MSH_COMPLETE_SOME) {
+        h->rc = PMPI_Testsome(h->n, h->req, &h->some, h->idx, h->st);
+        h->idle = h->some == MPI_UNDEFINED;
+        if (h->some == MPI_UNDEFINED)
+            h->some = 0;
+    }
+    msh_host_exit(locked);
+}
+
+/* ... and sees whether the mode is met. */
+static int mode_met(const host_part *h, msh_complete_mode mode, const shim_tally *t)
+{
+    if (mode == MSH_COMPLETE_ALL)
+        return t->pending == 0 && h->done;
+    if (mode == MSH_COMPLETE_ANY)
+        return t->done > 0 || h->any != MPI_UNDEFINED || (h->idle && t->pending == 0);
+    return t->done > 0 || h->some > 0 || (h->idle && t->pending == 0);
+}
+
+/* Returns whether the mode was met; h->rc holds the host's result (a
+ * failed host call ends the loop unmet). */
+static int wait_mixed(int n, MPI_Request reqs[], const msh_completion *c, const census *cs, host_part *h)
+{
+    if (cs->nshim_pending && !c->blocking && msh_on()) /* partitioned requests exist without the runtime */
+        msh_progress_try(cs->first_pending_vci);
+    for (;;) {
+        shim_tally t;
+        tally_shim(n, reqs, &t);
+        if (h->n > 0) {
+            test_host_part(h, c->mode, &t);
+            if (h->rc != MPI_SUCCESS && h->rc != MPI_ERR_IN_STATUS)
+                return 0;
+        } else {
+            h->done = 1;
+        }
+        int met = mode_met(h, c->mode, &t);
+        if (met || !c->blocking)
+            return met;
+        /* Partitioned requests are polled, not notified: no sleeping then. */
+        if (h->n == 0 && t.part_pending == 0)
+            wait_shim(n, reqs, c->mode);
+        else
+            msh_idle();
+    }
+}
+
+/* Step 6: retire per mode. MPI_ERROR fields are written only when the
+ * call returns MPI_ERR_IN_STATUS (MPI 4.0 section 3.2.5): find out first. */
+static int err_in_status_of(int n, MPI_Request reqs[], msh_complete_mode mode, const host_part *h)
+{
+    int e = h->rc == MPI_ERR_IN_STATUS;
+    if (mode != MSH_COMPLETE_ANY)
+        for (int i = 0; i < n && !e; i++) {
+            msh_request *r = msh_req_of(reqs[i]);
+            e = r && msh_req_done(r) && r->status.MPI_ERROR != MPI_SUCCESS;
+        }
+    return e;
+}
+
+static void retire_all(int n, MPI_Request reqs[], MPI_Status *statuses, const host_part *h, int err_in_status)
+{
+    for (int k = 0; k < h->n; k++)
+        reqs[h->pos[k]] = h->req[k];
+    int hk = 0;
+    msh_vci *held = NULL;
+    for (int i = 0; i < n; i++) {
+        MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+        msh_request *r = msh_req_of(reqs[i]);
+        int e = MPI_SUCCESS;
+        if (hk < h->n && h->pos[hk] == i) {
+            msh_status_out(sp, &h->st[hk]);
+            e = h->rc == MPI_ERR_IN_STATUS ? h->st[hk].MPI_ERROR : MPI_SUCCESS;
+            hk++;
+        } else if (r && msh_req_done(r)) {
+            e = retire_held(r, &reqs[i], sp, &held);
+        } else {
+            msh_empty_status(sp);
+        }
+        if (err_in_status && sp != MPI_STATUS_IGNORE)
+            sp->MPI_ERROR = e;
+    }
+    release_held(held);
+}
+
+static int shim_done_at_exit(int n, const MPI_Request reqs[])
+{
+    int d = 0;
+    for (int i = 0; i < n; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        d += r && msh_req_done(r);
+    }
+    return d;
+}
+
+/* Returns the call's result: the host's, or the retired request's error. */
+static int retire_any(int n, MPI_Request reqs[], int *index, MPI_Status *status, const host_part *h)
+{
+    if (shim_done_at_exit(n, reqs) == 0 && h->any == MPI_UNDEFINED) {
+        *index = MPI_UNDEFINED; /* every request inactive */
+        msh_empty_status(status);
+        return h->rc;
+    }
+    if (h->any != MPI_UNDEFINED) {
+        /* The host already completed (and released) this one. */
+        *index = h->pos[h->any];
+        reqs[*index] = h->req[h->any];
+        msh_status_out(status, &h->st[0]);
+        return h->rc;
+    }
+    int pick = 0;
+    while (pick < n && !(msh_req_of(reqs[pick]) && msh_req_done(msh_req_of(reqs[pick]))))
+        pick++;
+    *index = pick;
+    return msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], status);
+}
+
+static void retire_some(int n, MPI_Request reqs[], const msh_completion *c, const host_part *h, int err_in_status)
+{
+    int out = 0;
+    msh_vci *held = NULL;
+    for (int i = 0; i < n; i++) {
+        msh_request *r = msh_req_of(reqs[i]);
+        if (r && msh_req_done(r)) {
+            MPI_Status *sp = c->statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &c->statuses[out];
+            int e = retire_held(r, &reqs[i], sp, &held);
+            if (err_in_status && sp != MPI_STATUS_IGNORE)
+                sp->MPI_ERROR = e;
+            c->indices[out++] = i;
+        }
+    }
+    release_held(held);
+    for (int k = 0; k < h->some; k++) {
+        int i = h->pos[h->idx[k]];
+        reqs[i] = h->req[h->idx[k]];
+        if (c->statuses != MPI_STATUSES_IGNORE) {
+            msh_status_out(&c->statuses[out], &h->st[k]);
+            if (err_in_status)
+                c->statuses[out].MPI_ERROR = h->rc == MPI_ERR_IN_STATUS ? h->st[k].MPI_ERROR : MPI_SUCCESS;
+        }
+        c->indices[out++] = i;
+    }
+    *c->outcount = out == 0 && h->idle ? MPI_UNDEFINED : out;
+}
+
+/* Steps 4 to 6 for an array with shim requests, or with host requests the
+ * host cannot be given whole. */
+static int complete_mixed(int n, MPI_Request reqs[], const msh_completion *c, const census *cs)
+{
+    host_part h;
+    if (host_part_init(&h, cs->nhost) != 0) {
+        host_part_free(&h);
+        return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    }
+    host_part_collect(&h, n, reqs);
+    int met = wait_mixed(n, reqs, c, cs, &h);
+    if (c->flag)
+        *c->flag = met;
+    int err_in_status = met && err_in_status_of(n, reqs, c->mode, &h);
+    int rc = h.rc;
+    if (met) {
+        if (c->mode == MSH_COMPLETE_ALL)
+            retire_all(n, reqs, c->statuses, &h, err_in_status);
+        else if (c->mode == MSH_COMPLETE_ANY)
+            rc = retire_any(n, reqs, c->index, c->statuses, &h);
+        else
+            retire_some(n, reqs, c, &h, err_in_status);
+    } else if (c->mode == MSH_COMPLETE_SOME) {
+        *c->outcount = 0;
+    } else if (c->mode == MSH_COMPLETE_ANY) {
+        *c->index = MPI_UNDEFINED;
+    }
+    host_part_free(&h);
+    if (err_in_status)
+        return MPI_ERR_IN_STATUS;
+    return rc == MPI_ERR_IN_STATUS ? MPI_SUCCESS : rc;
+}
+
+int msh_complete(int n, MPI_Request reqs[], const msh_completion *c)
+{
+    census cs;
+    int rc = take_census(n, reqs, &cs);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (host_only(&cs, c->mode))
+        return complete_host_only(n, reqs, c);
+    if (cs.nshim_active == 0 && cs.nhost == 0)
+        return complete_inactive(n, c);
+    return complete_mixed(n, reqs, c, &cs);
+}

@@ -1,0 +1,126 @@
+/* The request and completion engine: posting shim requests, waiting for
+ * them, retiring them, and completing arrays that mix shim requests, host
+ * requests the shim never made (MPI-IO, generalized requests, persistent
+ * collectives, ...) and MPI_REQUEST_NULL (design brief rule 3). Shim
+ * requests are waited for with a sync object (sync.h); host requests with
+ * host calls, which in serialized mode are made under the host lock and
+ * polled, never blocked in. The MPI_* entry points that call it are in
+ * src/intercept/complete.c. */
+#ifndef MSH_SYNC_WAIT_H
+#define MSH_SYNC_WAIT_H
+
+#include <mpi.h>
+
+#include "core/common.h"
+#include "core/runtime.h"
+#include "sync/request.h"
+#include "sync/solo.h"
+#include "sync/sync.h"
+#include "vci/vci.h"
+
+/* ------------------------------------------------------------ outcomes */
+
+/* Report err through c's error handler and return it (design brief rule 8). */
+static inline int msh_comm_error(MPI_Comm c, int err)
+{
+    PMPI_Comm_call_errhandler(c, err);
+    return err;
+}
+
+/* A request handle of the shim's that names no live request (request.h):
+ * refused as the hosts refuse a bad request, on MPI_COMM_WORLD. */
+static inline int msh_bad_request(void)
+{
+    return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_REQUEST);
+}
+
+/* Copy a completion status to the user, all but MPI_ERROR: MPI 4.0 section
+ * 3.2.5 lets only the multiple-completion calls write it, and only when
+ * they return MPI_ERR_IN_STATUS (they set it themselves then). */
+static inline void msh_status_out(MPI_Status *dst, const MPI_Status *src)
+{
+    if (dst == MPI_STATUS_IGNORE)
+        return;
+    int e = dst->MPI_ERROR;
+    *dst = *src;
+    dst->MPI_ERROR = e;
+}
+
+/* The host's own empty status, hidden fields included. */
+void msh_empty_status(MPI_Status *st);
+
+static inline int msh_req_done(const msh_request *r)
+{
+    return atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_COMPLETE;
+}
+
+/* Hand a completed request's outcome to the user: copy the status (not its
+ * MPI_ERROR), then recycle it (or make a persistent one inactive). *handle
+ * becomes MPI_REQUEST_NULL unless persistent. Returns the request's error
+ * code, or MPI_ERR_REQUEST if another thread retired it first. */
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status);
+
+/* ------------------------------------------------------------ posting */
+
+/* Post helpers used by the point-to-point and collective wrappers: lock the
+ * VCI and get a request; then either commit (the host request was posted)
+ * or abort (the host call failed). */
+static inline msh_request *msh_post_begin(msh_vci *v)
+{
+    msh_vci_lock(v);
+    msh_request *r = msh_vci_req_get(v);
+    if (MSH_UNLIKELY(!r))
+        msh_vci_unlock(v);
+    return r;
+}
+
+int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle);
+
+/* Wait for a host request the shim just made (a collective or other
+ * nonblocking host call), sync-object style. Used by the generated
+ * blocking-collective wrappers: v is locked by msh_coll_begin. */
+msh_vci *msh_coll_begin(MPI_Comm comm);
+int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status);
+
+/* Lifecycle of a persistent or active shim request that is not
+ * partitioned (MSH_KIND_PART requests go to part.h). msh_req_start takes
+ * a persistent, inactive r; msh_req_free sets *handle to MPI_REQUEST_NULL;
+ * both refuse a request another thread started or freed meanwhile. */
+int msh_req_start(msh_request *r);
+int msh_req_free(msh_request *r, MPI_Request *handle);
+int msh_req_cancel(msh_request *r);
+
+/* ------------------------------------------------------------ waiting */
+
+/* One round of waiting that does not block in the host: advance
+ * partitioned receives still waiting for their header (msh_sweep_wanted),
+ * poll the runtime's progress, or give the core away. */
+void msh_idle(void);
+
+/* Wait for a host request by testing it (under the host lock when the host
+ * is serialized) and idling between tests. For forwarded blocking calls
+ * while msh_sweep_wanted(): the host must not block then. */
+int msh_host_wait(MPI_Request *req, MPI_Status *status);
+
+/* Wait for one shim request the sync-object way. */
+void msh_req_wait_complete(msh_request *r);
+
+/* Completing an array of requests (MPI_Wait/Testall, -any, -some). */
+typedef enum { MSH_COMPLETE_ALL, MSH_COMPLETE_ANY, MSH_COMPLETE_SOME } msh_complete_mode;
+
+typedef struct msh_completion {
+    msh_complete_mode mode;
+    int blocking;          /* wait until the mode is met; else test once */
+    int *flag;             /* tests: whether it was met */
+    int *index;            /* any */
+    int *outcount;         /* some */
+    int *indices;          /* some */
+    MPI_Status *statuses;  /* all, some: one per request (or MPI_STATUSES_IGNORE); any: one */
+} msh_completion;
+
+/* Complete requests of reqs[0..n) as c asks. Returns the MPI result;
+ * reports a stale shim handle or no memory through MPI_COMM_WORLD's error
+ * handler (as the single-request calls do). */
+int msh_complete(int n, MPI_Request reqs[], const msh_completion *c);
+
+#endif
