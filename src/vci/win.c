@@ -108,6 +108,43 @@ static void entry_free(msh_win *e)
     free(e);
 }
 
+/* The side-table entry of a new window whose first host window is w:
+ * layout, the target -> window map, and (allocated windows) every rank's
+ * user size for MPI_Win_shared_query. Collective over a->comm. */
+static int entry_new(msh_win_args *a, MPI_Win w, int k, msh_win **out)
+{
+    msh_win *e = calloc(1, sizeof *e);
+    if (!e)
+        return MPI_ERR_NO_MEM;
+    e->arrive = MPI_COMM_NULL;
+    e->user = w;
+    e->h.key = msh_handle_key(&w, sizeof w);
+    e->k = k;
+    e->route = msh_cfg.win_route;
+    e->flavor = a->flavor;
+    e->size = a->size;
+    PMPI_Comm_size(a->comm, &e->nranks);
+    PMPI_Comm_rank(a->comm, &e->rank);
+    e->wins = calloc((size_t)k, sizeof *e->wins);
+    e->tmap = malloc((size_t)e->nranks);
+    int rc = e->wins && e->tmap ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+    if (rc == MPI_SUCCESS) {
+        e->wins[0] = w;
+        for (int r = 0; r < e->nranks; r++)
+            e->tmap[r] = (uint8_t)(r % k);
+    }
+    if (rc == MPI_SUCCESS && a->flavor == MPI_WIN_FLAVOR_ALLOCATE) {
+        e->sizes = malloc((size_t)e->nranks * sizeof *e->sizes);
+        rc = e->sizes ? PMPI_Allgather(&a->size, 1, MPI_AINT, e->sizes, 1, MPI_AINT, a->comm) : MPI_ERR_NO_MEM;
+    }
+    if (rc != MPI_SUCCESS) {
+        entry_free(e);
+        return rc;
+    }
+    *out = e;
+    return MPI_SUCCESS;
+}
+
 int msh_win_make(msh_win_args *a, MPI_Win *win)
 {
     /* Every rank must make the same number of windows (auto follows each
@@ -129,33 +166,10 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     if (rc != MPI_SUCCESS)
         return rc;
 
-    msh_win *e = calloc(1, sizeof *e);
-    if (!e)
-        return MPI_ERR_NO_MEM;
-    e->arrive = MPI_COMM_NULL;
-    e->user = *win;
-    e->h.key = msh_handle_key(win, sizeof *win);
-    e->k = k;
-    e->route = msh_cfg.win_route;
-    e->flavor = a->flavor;
-    e->size = a->size;
-    PMPI_Comm_size(a->comm, &e->nranks);
-    PMPI_Comm_rank(a->comm, &e->rank);
-    e->wins = calloc((size_t)k, sizeof *e->wins);
-    e->tmap = malloc((size_t)e->nranks);
-    if (!e->wins || !e->tmap)
-        goto nomem;
-    e->wins[0] = *win;
-    for (int r = 0; r < e->nranks; r++)
-        e->tmap[r] = (uint8_t)(r % k);
-    if (a->flavor == MPI_WIN_FLAVOR_ALLOCATE) {
-        /* Every rank's user size, for MPI_Win_shared_query. */
-        e->sizes = malloc((size_t)e->nranks * sizeof *e->sizes);
-        if (!e->sizes)
-            goto nomem;
-        rc = PMPI_Allgather(&a->size, 1, MPI_AINT, e->sizes, 1, MPI_AINT, a->comm);
-        if (rc != MPI_SUCCESS)
-            goto fail;
+    msh_win *e = NULL;
+    if ((rc = entry_new(a, *win, k, &e)) != MPI_SUCCESS) {
+        PMPI_Win_free(win);
+        return rc;
     }
     void *base = a->flavor == MPI_WIN_FLAVOR_CREATE ? a->base
                  : a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? NULL : *(void **)a->baseptr;
@@ -187,9 +201,6 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     }
     for (int i = 1; i < k; i++)
         PMPI_Win_free(&e->wins[i]);
-    goto fail;
-nomem:
-    rc = MPI_ERR_NO_MEM;
 fail:
     entry_free(e);
     PMPI_Win_free(win);
