@@ -13,6 +13,8 @@
 #   vci-spin         ... and with MPISHIM_PROGRESS=vci
 #   vci-block
 #   vci-adaptive
+#   combine-adaptive ... and with MPISHIM_PROGRESS=combine (queued posts, sync/queue.h)
+#   offload-adaptive ... and MPISHIM_PROGRESS=offload (drained by a progress thread)
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
 #
@@ -60,9 +62,9 @@ bench_posint BENCH_TIMEOUT "$tmo"
 
 bench_hosts "$@"
 
-configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive everywhere)
+configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive combine-adaptive offload-adaptive everywhere)
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt c-adapt o-adapt everywh)
 
 bench_start
 
@@ -81,7 +83,7 @@ bench_run() {
             cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         everywhere)
             cmd=("$MPIRUN" "${flags[@]}" -np $((2 * t)) "$prog" -p) ;;
-        global-*|vci-*)
+        global-*|vci-*|combine-*|offload-*)
             cmd=(env "MPISHIM_PROGRESS=${cfg%%-*}" "MPISHIM_WAIT=${cfg#*-}"
                  "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
     esac

@@ -37,6 +37,9 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # Keep the caller's MPISHIM_* settings out of the tests: each case sets its own.
 for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 unset TEST_EXPECT_SHIM
+# TEST_PROGRESS=combine (or any MPISHIM_PROGRESS value) runs every case under
+# that progress policy, unless the case sets its own.
+if [ -n "${TEST_PROGRESS:-}" ]; then export MPISHIM_PROGRESS=$TEST_PROGRESS; fi
 
 # run_case NAME CHECK CMD... : run CMD under the timeout, output to a log;
 # CHECK is a shell function called with the exit code and the log path

@@ -34,7 +34,7 @@ typedef struct msh_cfg_var {
 } msh_cfg_var;
 
 static const char *const map_words[]      = { "comm", "tag", "peer", "hash", "thread", NULL };
-static const char *const progress_words[] = { "global", "vci", "thread", NULL };
+static const char *const progress_words[] = { "global", "vci", "thread", "combine", "offload", NULL };
 static const char *const wait_words[]     = { "spin", "block", "adaptive", NULL };
 static const char *const host_words[]     = { "multiple", "serialized", NULL };
 static const char *const part_words[]     = { "shim", "native", NULL };

@@ -10,7 +10,15 @@
 #define MSH_MAX_VCIS 64
 
 typedef enum { MSH_MAP_COMM, MSH_MAP_TAG, MSH_MAP_PEER, MSH_MAP_HASH, MSH_MAP_THREAD } msh_map_policy;
-typedef enum { MSH_PROGRESS_GLOBAL, MSH_PROGRESS_VCI, MSH_PROGRESS_THREAD } msh_progress_policy;
+/* COMBINE and OFFLOAD progress as GLOBAL and THREAD do, and queue the
+ * point-to-point posts that can be queued (sync/queue.h). */
+typedef enum {
+    MSH_PROGRESS_GLOBAL,
+    MSH_PROGRESS_VCI,
+    MSH_PROGRESS_THREAD,
+    MSH_PROGRESS_COMBINE,
+    MSH_PROGRESS_OFFLOAD,
+} msh_progress_policy;
 typedef enum { MSH_WAIT_SPIN, MSH_WAIT_BLOCK, MSH_WAIT_ADAPTIVE } msh_wait_policy;
 typedef enum { MSH_HOST_THREAD_MULTIPLE, MSH_HOST_THREAD_SERIALIZED } msh_host_thread;
 typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE } msh_part_impl;
@@ -77,6 +85,12 @@ typedef struct msh_config {
 
 /* The configuration of this process, filled by msh_cfg_init(). */
 extern msh_config msh_cfg;
+
+/* A progress thread owns progress (thread, offload). */
+static inline int msh_progress_has_thread(void)
+{
+    return msh_cfg.progress == MSH_PROGRESS_THREAD || msh_cfg.progress == MSH_PROGRESS_OFFLOAD;
+}
 
 /* Defaults for every field. */
 void msh_cfg_defaults(msh_config *cfg);

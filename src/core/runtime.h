@@ -21,6 +21,7 @@ typedef struct msh_runtime {
     int thread_provided;   /* what the host gave */
     int world_rank;
     int world_size;
+    int tag_ub;            /* the host's MPI_TAG_UB */
 } msh_runtime;
 
 extern msh_runtime msh_rt;

@@ -42,6 +42,7 @@ static int runtime_start(int serialized)
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
     }
+    msh_queue_init();
     msh_comm_init();
     msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
@@ -78,6 +79,9 @@ static void after_host_init(int requested, int host_provided, int *provided)
     msh_rt.thread_provided = host_provided;
     PMPI_Comm_rank(MPI_COMM_WORLD, &msh_rt.world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &msh_rt.world_size);
+    int *ub = NULL, have_ub = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &have_ub);
+    msh_rt.tag_ub = have_ub && ub ? *ub : 32767; /* the least MPI allows */
 
     /* The runtime serves programs that asked for MULTIPLE; it gives them
      * MULTIPLE even from a host that only serializes (rule 7). */
@@ -196,6 +200,7 @@ MSH_EXPORT int MPI_Finalize(void)
     if (msh_on()) {
         msh_watchdog_stop();
         msh_progress_fini();
+        msh_queue_fini();
         int pending = 0;
         for (int i = 0; i < msh_pool.n; i++)
             pending += msh_pool.v[i].npending;

@@ -134,6 +134,13 @@ static inline int recv_route(MPI_Comm comm, int source, int tag, msh_route *rt)
     return rc;
 }
 
+/* Queued posting needs the checks the host makes at the call (queue.h):
+ * a communicator the shim knows, an intracommunicator. */
+static inline int queueable(const msh_comm *mc)
+{
+    return mc && !mc->inter;
+}
+
 static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
 {
     if (MSH_LIKELY(msh_comm_plain()))
@@ -156,6 +163,9 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
+    if (msh_queue_active() && !persistent && (op == OP_SEND || op == OP_SSEND) && queueable(mc) &&
+        msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
+        return msh_queue_post(rt.vci, 0, op == OP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
@@ -183,9 +193,14 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         return rc;
     }
     msh_route rt;
-    int rc = recv_route(comm, source, tag, &rt);
+    msh_comm *mc = msh_comm_lookup(comm);
+    int rc = msh_check_wildcards(comm, mc, source, tag);
     if (rc != MPI_SUCCESS)
         return rc;
+    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
+    if (msh_queue_active() && !persistent && queueable(mc) &&
+        msh_queue_args_ok(buf, count, dt, source, tag, mc->size, 1))
+        return msh_queue_post(rt.vci, 1, 0, buf, count, dt, source, tag, rt.comm, comm, req);
     if (solo_ok && msh_solo_enter_req()) {
         rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, req)
                         : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
@@ -447,6 +462,8 @@ static int probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mes
     }
     for (;;) {
         int f = 0;
+        if (MSH_UNLIKELY(msh_queue_on))
+            msh_queue_drain_all(); /* see what the queued sends would have sent */
         msh_vci_lock(rt.vci);
         rc = message ? PMPI_Improbe(source, tag, rt.comm, &f, message, status)
                      : PMPI_Iprobe(source, tag, rt.comm, &f, status);

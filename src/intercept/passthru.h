@@ -9,7 +9,12 @@
 
 #include "intercept/shim.h"
 
-#define MSH_PASS_ENTER() int msh_locked_ = msh_host_enter()
+/* With queued posting, a pass-through call (Sendrecv_replace, the large-count
+ * calls, ...) must not overtake the calling thread's queued posts. */
+#define MSH_PASS_ENTER()                                                                                    \
+    if (MSH_UNLIKELY(msh_queue_on))                                                                         \
+        msh_queue_drain_all();                                                                              \
+    int msh_locked_ = msh_host_enter()
 #define MSH_PASS_EXIT()  msh_host_exit(msh_locked_)
 
 /* Names of the generated wrappers, for mpishim-info. */

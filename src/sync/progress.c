@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "sync/queue.h"
 
 /* Pending sets larger than this are polled through their oldest request,
  * with a full Testsome every MSH_FULL_POLL_EVERY polls. */
@@ -175,6 +176,8 @@ int msh_progress_poll(msh_vci *v, int blocking)
         msh_vci_lock(v);
     else if (!msh_vci_trylock(v))
         return 0;
+    if (msh_queue_nonempty(v))
+        msh_queue_drain(v);
     int n = v->npending;
     if (n == 0) {
         msh_vci_unlock(v);
@@ -461,7 +464,7 @@ int msh_progress_init(void)
         pthread_mutex_init(&domains[i].mtx, NULL);
         domains[i].poll = host_poll;
     }
-    if (msh_cfg.progress == MSH_PROGRESS_THREAD) {
+    if (msh_progress_has_thread()) {
         /* The progress thread owns the one domain for good. */
         atomic_store(&domains[0].owned, 1);
         atomic_store(&progress_thread_stop, 0);

@@ -68,9 +68,19 @@ typedef struct msh_request {
         void *ext;                    /* MSH_KIND_PART: its channel */
     };
     MPI_Status status;                /* valid in MSH_REQ_COMPLETE */
+    /* Second line: a queued post's arguments (sync/queue.h), read by the
+     * thread that drains the queue; untouched by every other path. */
+    struct {
+        const void *buf;
+        MPI_Comm comm;                /* the route's host communicator */
+        MPI_Datatype dt;
+        int count, peer, tag;
+        uint8_t recv, ssend;
+    } q;
 } msh_request;
 
-_Static_assert(sizeof(msh_request) == MSH_CACHELINE, "a shim request fills one cache line");
+_Static_assert(sizeof(msh_request) == 2 * MSH_CACHELINE,
+               "a shim request: one cache line for every path, one for queued posts");
 
 /* The arena: reserved once at init, committed by the kernel as touched. */
 typedef struct msh_req_arena {
@@ -83,7 +93,7 @@ extern msh_req_arena msh_reqs;
 
 #define MSH_REQ_IDX_BITS 22
 #define MSH_REQ_IDX_MASK ((1u << MSH_REQ_IDX_BITS) - 1)
-#define MSH_REQ_MAX (1u << MSH_REQ_IDX_BITS) /* 4 M simultaneous requests (256 MiB of address space) */
+#define MSH_REQ_MAX (1u << MSH_REQ_IDX_BITS) /* 4 M simultaneous requests (512 MiB of address space) */
 #define MSH_REQ_GEN_MAX 255u
 #define MSH_REQ_CODES (1u << 30)             /* index and generation */
 

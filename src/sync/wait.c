@@ -133,6 +133,8 @@ int msh_req_start(msh_request *r)
 {
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
+    if (msh_queue_nonempty(v))
+        msh_queue_drain(v);
     if (atomic_load_explicit(&r->state, memory_order_relaxed) != MSH_REQ_INACTIVE) {
         msh_vci_unlock(v); /* another thread started it meanwhile */
         return msh_bad_request();
@@ -196,6 +198,8 @@ int msh_req_cancel(msh_request *r)
 {
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
+    if (msh_queue_nonempty(v)) /* r may still be queued: no host request yet */
+        msh_queue_drain(v);
     int rc = MPI_SUCCESS;
     if (atomic_load_explicit(&r->state, memory_order_relaxed) == MSH_REQ_PENDING)
         rc = PMPI_Cancel(&r->host);

@@ -13,6 +13,7 @@
 
 #include "core/common.h"
 #include "core/runtime.h"
+#include "sync/queue.h"
 #include "sync/request.h"
 #include "sync/solo.h"
 #include "sync/sync.h"
@@ -68,6 +69,8 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status);
 static inline msh_request *msh_post_begin(msh_vci *v)
 {
     msh_vci_lock(v);
+    if (msh_queue_nonempty(v)) /* a direct post never overtakes a queued one */
+        msh_queue_drain(v);
     msh_request *r = msh_vci_req_get(v);
     if (MSH_UNLIKELY(!r))
         msh_vci_unlock(v);

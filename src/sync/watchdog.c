@@ -118,7 +118,7 @@ static void report(const char *why, uint32_t tick)
     for (int d = 0; d < msh_progress_ndomains(); d++) {
         msh_progress_info pi;
         msh_progress_describe(d, &pi);
-        if (msh_cfg.progress == MSH_PROGRESS_THREAD)
+        if (msh_progress_has_thread())
             line(&t, "  progress: the progress thread; %d threads asleep in shim waits", pi.sleepers);
         else if (pi.owned)
             line(&t, "  progress domain %d: owned by thread %ld; %d threads asleep in shim waits", d, pi.owner_tid,

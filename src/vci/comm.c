@@ -76,6 +76,8 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
     mc->asserts = msh_cfg.asserts | mc->info_asserts;
     mc->map = msh_map_effective(msh_cfg.map, mc->asserts);
     PMPI_Comm_rank(c, &mc->rank);
+    PMPI_Comm_size(c, &mc->size);
+    PMPI_Comm_test_inter(c, &mc->inter);
     if (mc->map != MSH_MAP_COMM && msh_pool.n > 1) {
         /* Spread over K duplicates, one per VCI: made here, inside the
          * user's collective constructor, in the same order on every rank. */

@@ -38,6 +38,8 @@ typedef struct msh_comm {
     unsigned asserts;        /* effective MSH_ASSERT_* (environment | info) */
     unsigned info_asserts;   /* the part that came from info keys */
     int rank;                /* this process's rank in the (local) group */
+    int size;                /* size of the (local) group */
+    int inter;               /* an intercommunicator */
     int ndups;
     int gated;               /* counted in msh_comm_gate */
     MPI_Comm *dups;          /* dup i is progressed on VCI i mod pool size */

@@ -9,6 +9,7 @@
 
 msh_vci_pool msh_pool;
 MSH_TLS int msh_host_lock_depth;
+MSH_TLS char msh_vci_self;
 
 int msh_vci_pool_init(int n, int serialized)
 {

@@ -44,6 +44,13 @@ typedef struct msh_vci {
     struct msh_request *cache;
     int ncache;
     msh_vci_stats st;          /* written under lock */
+    /* The thread holding lock (its msh_vci_self address), or NULL: lets a
+     * thread tell that it holds this lock already (sync/queue.c). */
+    _Atomic(void *) holder;
+    /* Posts queued for this VCI (MPISHIM_PROGRESS=combine/offload,
+     * sync/queue.h): a lock-free stack, newest first. Own cache line: every
+     * poster writes it. */
+    _Alignas(MSH_CACHELINE) struct msh_request *_Atomic qhead;
 } msh_vci;
 
 typedef struct msh_vci_pool {
@@ -51,6 +58,8 @@ typedef struct msh_vci_pool {
     msh_vci *v;
     int serialized;            /* host runs below MULTIPLE: one host lock for everything */
     pthread_mutex_t host_lock; /* recursive: the host may call MPI_* back from inside PMPI_* */
+    int combine;               /* MPISHIM_PROGRESS=combine: unlocking drains the queue */
+    void (*drain)(struct msh_vci *v); /* under v's lock: post v's queue (set by sync/queue.c) */
 } msh_vci_pool;
 
 extern msh_vci_pool msh_pool;
@@ -91,8 +100,50 @@ int msh_vci_pool_fini(void);
 
 static inline msh_vci *msh_vci_get(int i) { return &msh_pool.v[i]; }
 
-static inline void msh_vci_lock(msh_vci *v) { pthread_mutex_lock(v->lock); }
-static inline int msh_vci_trylock(msh_vci *v) { return pthread_mutex_trylock(v->lock) == 0; }
-static inline void msh_vci_unlock(msh_vci *v) { pthread_mutex_unlock(v->lock); }
+/* Its address names the calling thread (msh_vci.holder). */
+extern MSH_TLS char msh_vci_self;
+
+static inline void msh_vci_lock(msh_vci *v)
+{
+    pthread_mutex_lock(v->lock);
+    atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
+}
+
+static inline int msh_vci_trylock(msh_vci *v)
+{
+    if (pthread_mutex_trylock(v->lock) != 0)
+        return 0;
+    atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
+    return 1;
+}
+
+static inline int msh_vci_held_by_me(msh_vci *v)
+{
+    return atomic_load_explicit(&v->holder, memory_order_relaxed) == &msh_vci_self;
+}
+
+/* Combining (sync/queue.h): a poster that found the lock taken left its
+ * post in the queue for the holder, so a holder checks the queue after
+ * unlocking and drains it while it can take the lock. The fences order
+ * "unlock, then look at the queue" against the poster's "push, then try
+ * the lock": one of the two sees the other. */
+static inline void msh_vci_kick(msh_vci *v)
+{
+    atomic_thread_fence(memory_order_seq_cst);
+    while (atomic_load_explicit(&v->qhead, memory_order_relaxed) && msh_vci_trylock(v)) {
+        msh_pool.drain(v);
+        atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
+        pthread_mutex_unlock(v->lock);
+        atomic_thread_fence(memory_order_seq_cst);
+    }
+}
+
+static inline void msh_vci_unlock(msh_vci *v)
+{
+    atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
+    pthread_mutex_unlock(v->lock);
+    if (MSH_UNLIKELY(msh_pool.combine))
+        msh_vci_kick(v);
+}
 
 #endif

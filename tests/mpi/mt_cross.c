@@ -32,6 +32,8 @@
 /* mpishim-env: MPISHIM_WAIT=spin */
 /* mpishim-env: MPISHIM_HOST_THREAD=serialized */
 /* mpishim-env: MPISHIM_PROGRESS=vci */
+/* mpishim-env: MPISHIM_PROGRESS=combine */
+/* mpishim-env: MPISHIM_PROGRESS=offload */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -31,6 +31,8 @@
 /* mpishim-env: MPISHIM_MAP=peer MPISHIM_ASSERT=no_any_source */
 /* mpishim-env: MPISHIM_MAP=hash MPISHIM_ASSERT=no_any_tag,no_any_source */
 /* mpishim-env: MPISHIM_MAP=comm MPISHIM_PROGRESS=vci */
+/* mpishim-env: MPISHIM_PROGRESS=combine */
+/* mpishim-env: MPISHIM_PROGRESS=offload */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -1,0 +1,89 @@
+/* Queued posting: MPISHIM_PROGRESS=combine and offload (issue 15).
+ *
+ * A thread posting a point-to-point operation does not make the host call:
+ * it fills a shim request with the arguments, pushes it on its VCI's queue
+ * (lock-free, multi-producer) and returns the request. The queue is
+ * drained into the host under the VCI's lock, in push order:
+ *   combine  by the poster itself when the lock is free, else by the
+ *            thread holding the lock, when it unlocks (msh_vci_unlock
+ *            re-checks the queue), so nothing waits in a queue while no
+ *            thread is inside the shim; and by every progress poll;
+ *   offload  by the progress thread's polls only: posters never enter
+ *            the host.
+ * So one thread at a time makes a VCI's host calls, and a poster never
+ * waits for the thread that polls (file 000 cites Vaidyanathan et al.,
+ * SC 2015, for the offload design).
+ *
+ * Order: MPI's non-overtaking rule binds the operations of one thread on one
+ * (communicator, peer, tag); they share a route, hence a VCI and a queue,
+ * and the queue keeps push order. Every operation posted to a VCI directly
+ * (under its lock) first drains the queue (msh_post_begin), and so do probes
+ * and the generated pass-through calls (a probe must see what the host would
+ * have seen). Queueing is used only once the solo path is off for good, so a
+ * solo call never overtakes a queued one.
+ *
+ * Errors: only calls whose arguments the shim has checked as the host would
+ * (known intracommunicator, rank, tag, count, predefined datatype) are
+ * queued; anything else takes the direct path and reports at the call as
+ * before. A host error when a queued call is finally posted (resources)
+ * reaches the request's status. */
+#ifndef MSH_SYNC_QUEUE_H
+#define MSH_SYNC_QUEUE_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+
+#include "core/config.h"
+#include "sync/request.h"
+#include "sync/solo.h"
+#include "vci/vci.h"
+
+/* Set at runtime start: queueing policy, host not serialized. */
+extern int msh_queue_on;
+
+/* The queue is in use for new posts now (policy on, solo path off). */
+static inline int msh_queue_active(void)
+{
+    return MSH_UNLIKELY(msh_queue_on) && !atomic_load_explicit(&msh_solo_on, memory_order_relaxed);
+}
+
+static inline int msh_queue_nonempty(const msh_vci *v)
+{
+    return atomic_load_explicit(&v->qhead, memory_order_relaxed) != NULL;
+}
+
+/* Under v's lock: post everything queued on v, in push order. */
+void msh_queue_drain(msh_vci *v);
+
+/* Drain every VCI's queue (before probes and pass-through calls). Skips a
+ * VCI whose lock this thread holds (a host callback inside a shim call):
+ * its pending set may be in use below. */
+void msh_queue_drain_all(void);
+
+/* Whether a send/receive with these arguments can be queued: the shim
+ * checked everything the host would check at the call. size: the
+ * communicator's size (intracommunicator), tag_ub the host's bound. */
+int msh_queue_dt_ok(MPI_Datatype dt);
+static inline int msh_queue_args_ok(const void *buf, int count, MPI_Datatype dt, int peer, int tag, int size,
+                                    int recv)
+{
+    if (count < 0 || (count > 0 && buf == NULL))
+        return 0;
+    if (peer < 0 ? !(recv && peer == MPI_ANY_SOURCE) : peer >= size)
+        return 0;
+    if (tag < 0 ? !(recv && tag == MPI_ANY_TAG) : tag > msh_rt.tag_ub)
+        return 0;
+    return msh_queue_dt_ok(dt);
+}
+
+/* Queue a send (ssend: synchronous mode) or receive on v, to be posted on
+ * host communicator hc; *handle gets the shim request's handle. Returns
+ * MPI_SUCCESS, or MPI_ERR_NO_MEM (no request object). */
+int msh_queue_post(msh_vci *v, int recv, int ssend, const void *buf, int count, MPI_Datatype dt, int peer, int tag,
+                   MPI_Comm hc, MPI_Comm user, MPI_Request *handle);
+
+/* At runtime start (after the pool) and finalize. */
+void msh_queue_init(void);
+void msh_queue_fini(void);
+
+#endif
