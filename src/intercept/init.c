@@ -38,11 +38,15 @@ static int runtime_start(int serialized)
     /* Duplicates are chosen by hashing modulo the pool size, so every rank
      * must use the same size. */
     PMPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (msh_vci_pool_init(n, serialized) != 0 || msh_progress_init() != 0) {
+    if (msh_vci_pool_init(n, serialized) != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
     }
-    msh_queue_init();
+    msh_queue_init(); /* before the progress thread reads its settings */
+    if (msh_progress_init() != 0) {
+        msh_log("cannot create %d VCIs; running as pass-through", n);
+        return -1;
+    }
     msh_comm_init();
     msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
     msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);

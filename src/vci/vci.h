@@ -122,19 +122,28 @@ static inline int msh_vci_held_by_me(msh_vci *v)
     return atomic_load_explicit(&v->holder, memory_order_relaxed) == &msh_vci_self;
 }
 
+/* Whether v's queue holds posts, read as a read-modify-write: an RMW reads
+ * the latest value of qhead, so a holder that has just unlocked either sees
+ * a poster's push or the poster (whose push comes later in qhead's order,
+ * and so after the unlock) finds the lock free. A plain load could miss
+ * both (store buffering); fences would do too, but ThreadSanitizer does not
+ * understand them. */
+static inline int msh_vci_queue_seen(msh_vci *v)
+{
+    struct msh_request *none = NULL;
+    return !atomic_compare_exchange_strong_explicit(&v->qhead, &none, NULL, memory_order_seq_cst,
+                                                    memory_order_seq_cst);
+}
+
 /* Combining (sync/queue.h): a poster that found the lock taken left its
  * post in the queue for the holder, so a holder checks the queue after
- * unlocking and drains it while it can take the lock. The fences order
- * "unlock, then look at the queue" against the poster's "push, then try
- * the lock": one of the two sees the other. */
+ * unlocking and drains it while it can take the lock. */
 static inline void msh_vci_kick(msh_vci *v)
 {
-    atomic_thread_fence(memory_order_seq_cst);
-    while (atomic_load_explicit(&v->qhead, memory_order_relaxed) && msh_vci_trylock(v)) {
+    while (msh_vci_queue_seen(v) && msh_vci_trylock(v)) {
         msh_pool.drain(v);
         atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
         pthread_mutex_unlock(v->lock);
-        atomic_thread_fence(memory_order_seq_cst);
     }
 }
 
