@@ -39,6 +39,7 @@
 #   BENCH_ARGS     more multirate options for every run, e.g. "-c" or
 #                  "-c -o" or "-s 0" (default none: 8 B, window 128, one
 #                  shared communicator)
+#   BENCH_CONFIGS  comma list of configurations to run (default all)
 #   BENCH_TIMEOUT  seconds before a run is killed and recorded NaN (default 120)
 #   BENCH_RESULTS  output folder                     (default bench/results)
 # MPISHIM_* variables of the caller are removed: each configuration sets its own.
@@ -65,6 +66,17 @@ bench_hosts "$@"
 configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive combine-adaptive offload-adaptive everywhere)
 # Short column titles, same order.
 titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt c-adapt o-adapt everywh)
+# BENCH_CONFIGS: a comma list of the configurations above to run (default all).
+if [ -n "${BENCH_CONFIGS:-}" ]; then
+    keep_c=() keep_t=()
+    for i in "${!configs[@]}"; do
+        if [[ ,$BENCH_CONFIGS, == *,${configs[$i]},* ]]; then
+            keep_c+=("${configs[$i]}") keep_t+=("${titles[$i]}")
+        fi
+    done
+    [ ${#keep_c[@]} -gt 0 ] || die "BENCH_CONFIGS: none of '$BENCH_CONFIGS' is a configuration (${configs[*]})"
+    configs=("${keep_c[@]}") titles=("${keep_t[@]}")
+fi
 
 bench_start
 

@@ -13,7 +13,7 @@
 #   STRESS_OPS       categories (default all): shared,p2p,probe,cancel,
 #                    persistent,part,coll,comm; STRESS_OPS_<host> overrides it
 #                    for one host
-#   STRESS_PROGRESS  progress policies to cycle (default global,vci,thread)
+#   STRESS_PROGRESS  progress policies to cycle (default global,vci,thread,combine,offload)
 #   STRESS_NP        rank counts (default "2 4")
 #   STRESS_WATCHDOG  seconds without progress before a rank reports and exits (30)
 #   STRESS_GDB=1     the watchdog prints gdb backtraces of the stuck rank first
@@ -29,7 +29,7 @@ build=$top/build
 total=${STRESS_SECONDS:-120}
 np_list=${STRESS_NP:-2 4}
 watchdog=${STRESS_WATCHDOG:-30}
-IFS=, read -r -a policies <<< "${STRESS_PROGRESS:-global,vci,thread}"
+IFS=, read -r -a policies <<< "${STRESS_PROGRESS:-global,vci,thread,combine,offload}"
 hosts=("$@")
 if [ ${#hosts[@]} -eq 0 ]; then
     for h in openmpi mpich; do [ -f "$build/$h/libmpishim.so" ] && hosts+=("$h"); done
