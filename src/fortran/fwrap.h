@@ -41,6 +41,17 @@ static inline void *msh_f_buf(void *b)
     return b;
 }
 
+/* The same for mpi_f08 entries, whose module may name other objects
+ * (MSH_F08_BOTTOM / MSH_F08_IN_PLACE, defined by the generator). */
+static inline void *msh_f08_buf(void *b)
+{
+    if (b == MSH_F08_BOTTOM)
+        return MPI_BOTTOM;
+    if (b == MSH_F08_IN_PLACE)
+        return MPI_IN_PLACE;
+    return b;
+}
+
 static inline int msh_f_len(MPI_Fint n)
 {
     return n > 0 ? (int)n : 0;
@@ -70,16 +81,18 @@ static inline void msh_f_reqs_out(const msh_f_reqs *a, MPI_Fint n, MPI_Fint *f)
         f[i] = MPI_Request_c2f(a->c[i]);
 }
 
-/* Status arrays; MPI_F_STATUSES_IGNORE becomes MPI_STATUSES_IGNORE. */
+/* Status arrays; the flavour's STATUSES_IGNORE (ign: MPI_F_STATUSES_IGNORE
+ * for mpif.h, the mpi_f08 module's object for mpi_f08) becomes
+ * MPI_STATUSES_IGNORE. */
 typedef struct {
     MPI_Status *c;
     MPI_Status stack[MSH_F_STACK];
 } msh_f_stats;
 
-static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f)
+static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f, const MPI_Fint *ign)
 {
     int len = msh_f_len(n);
-    if (f == MPI_F_STATUSES_IGNORE) {
+    if (f == ign) {
         a->c = MPI_STATUSES_IGNORE;
         return 1;
     }
@@ -90,9 +103,9 @@ static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f)
     return 1;
 }
 
-static inline void msh_f_stats_out(const msh_f_stats *a, int n, MPI_Fint *f)
+static inline void msh_f_stats_out(const msh_f_stats *a, int n, MPI_Fint *f, const MPI_Fint *ign)
 {
-    if (f == MPI_F_STATUSES_IGNORE)
+    if (f == ign)
         return;
     for (int i = 0; i < n; i++)
         MPI_Status_c2f(&a->c[i], f + (size_t)i * MPI_F_STATUS_SIZE);
