@@ -33,7 +33,12 @@ import sys
 # 1-based Fortran), request_out, request_inout, message_out, message_inout,
 # comm_out, comm_inout, info_out, status_out, status_in, requests_inout(n),
 # statuses_out(n[,filled]), indices_out(n,filled).
+# count: INTEGER(KIND=MPI_COUNT_KIND) in (the MPI 4.0 partitioned calls).
 # IERROR is the last argument of every call and is not listed.
+# A call marked + is one the shim implements in C on every host (MPI-4
+# partitioned, which Open MPI 4.1 lacks): where the host's Fortran library
+# defines no entry for it, the shim exports the Fortran names itself
+# (include/mpishim_f.h declares them for programs).
 CALLS = """
 Init
 Init_thread   required:int provided:int_out
@@ -106,6 +111,12 @@ Comm_disconnect comm:comm_inout
 Comm_set_errhandler comm:comm errhandler:errhandler
 Comm_set_info comm:comm info:info
 Comm_get_info comm:comm info_used:info_out
+Psend_init+   buf:buf partitions:int count:count datatype:datatype dest:int tag:int comm:comm info:info request:request_out
+Precv_init+   buf:buf partitions:int count:count datatype:datatype source:int tag:int comm:comm info:info request:request_out
+Pready+       partition:int request:request
+Pready_range+ partition_low:int partition_high:int request:request
+Pready_list+  length:int array_of_partitions:int_array request:request
+Parrived+     request:request partition:int flag:logical_out
 """
 
 F2C = {"datatype": "MPI_Type_f2c", "comm": "MPI_Comm_f2c", "op": "MPI_Op_f2c", "group": "MPI_Group_f2c",
@@ -119,15 +130,18 @@ OUT = {"request": ("MPI_Request", "MPI_REQUEST_NULL", "MPI_Request_f2c", "MPI_Re
 
 
 def parse_calls(text):
+    """[(call, args, shim_provides)]"""
     calls = []
     for line in text.strip().splitlines():
         words = line.split()
+        own = words[0].endswith("+")
+        words[0] = words[0].rstrip("+")
         args = []
         for w in words[1:]:
             name, kind = w.split(":")
             m = re.fullmatch(r"(\w+)(?:\((\w+)(?:,(\w+))?\))?", kind)
             args.append((name, m.group(1), m.group(2), m.group(3)))
-        calls.append((words[0], args))
+        calls.append((words[0], args, own))
     return calls
 
 
@@ -147,12 +161,14 @@ def gen_body(call, args, fl=F77):
     params, pre, cargs, post, release = [], [], [], [], []
     allocs = False
     for name, kind, n, filled in args:
-        params.append(("void *" if kind == "buf" else "MPI_Fint *") + name)
+        params.append({"buf": "void *", "count": "MPI_Count *"}.get(kind, "MPI_Fint *") + name)
         c = "c_" + name
         if kind == "buf":
             cargs.append("%s(%s)" % (fl["buf"], name))
         elif kind == "int":
             cargs.append("(int)*%s" % name)
+        elif kind == "count":
+            cargs.append("*" + name)
         elif kind in F2C:
             cargs.append("%s(*%s)" % (F2C[kind], name))
         elif kind in ("int_out", "logical_out"):
@@ -389,15 +405,22 @@ def main():
     else:
         out.append("#define MSH_F08_STATUS_IGNORE ((MPI_Fint *)0)")
         out.append("#define MSH_F08_STATUSES_IGNORE ((MPI_Fint *)0)")
-    out += ['#include "fortran/fwrap.h"', ""]
+    # mpishim.h declares the MPI-4 partitioned calls where mpi.h lacks them.
+    out += ['#include "mpishim.h"', '#include "fortran/fwrap.h"', ""]
 
     wrapped, skipped = [], []
     f08wrapped, f08skipped = [], []
-    for call, args in parse_calls(CALLS):
+    for call, args, own in parse_calls(CALLS):
         low = "mpi_" + call.lower()
         hasbuf = any(k == "buf" for _, k, _, _ in args)
         hasstat = any(k in ("status_out", "status_in", "statuses_out") for _, k, _, _ in args)
         names = sorted(n for n in (low, low + "_", low + "__", low.upper()) if n in defined)
+        note = ""
+        if not names and own and "MPI_" + call not in imported:
+            # The host has no such call at all: every name a Fortran
+            # compiler may produce, as the host's library would have.
+            names = [low + "_", low + "__", low, low.upper()]
+            note = " (the host has none: the shim's C MPI_%s)" % call
         if "MPI_" + call in imported:
             skipped.append("%s (the host's Fortran entry calls the C MPI_%s)" % (call, call))
         elif not names:
@@ -407,7 +430,7 @@ def main():
         else:
             params, body = gen_body(call, args)
             emit(out, "msh_f_" + call.lower(), ", ".join(params), body, names)
-            wrapped.append("%s %s" % (call, " ".join(names)))
+            wrapped.append("%s %s%s" % (call, " ".join(names), note))
 
         if graph is None:
             continue

@@ -22,6 +22,10 @@
 /* INTEGER arrays (counts, displacements, dims) are passed to C as they are. */
 _Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER is not a C int on this host");
 
+/* INTEGER(KIND=MPI_COUNT_KIND) (the partitioned calls' count) is 8 bytes on
+ * both hosts' Fortran layers: the wrappers read it as an MPI_Count. */
+_Static_assert(sizeof(MPI_Count) == 8, "MPI_Count is not INTEGER(KIND=8) on this host");
+
 /* gfortran's LOGICAL values (both hosts build their Fortran layer with it). */
 #define MSH_F_TRUE 1
 #define MSH_F_FALSE 0
