@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate mpishim's Fortran (mpif.h / `use mpi`) wrappers.
+"""Generate mpishim's Fortran wrappers (mpif.h, `use mpi`, `use mpi_f08`).
 
 Open MPI's Fortran library (libmpi_mpifh.so) calls PMPI_* directly, so a
 Fortran program's MPI_ISEND never reaches the shim's MPI_Isend. For the calls
@@ -18,8 +18,19 @@ Which calls get a wrapper is read from the host's Fortran library (nm -D):
     common blocks (mpi_fortran_bottom_ ...); without them: none.
 Every call without a wrapper keeps going to the host's own Fortran entry.
 
-Usage: fwrapgen.py --fsyms fsyms.txt --out fwrappers.c [--list fwrapped.txt]
-fsyms.txt: `nm -D` of the host's Fortran library (defined and undefined).
+`use mpi_f08` (with --f08syms/--f08dis): the module's procedures are other
+symbols (mpi_isend_f08_; MPICH names those with a choice buffer
+mpi_isend_f08ts_). One gets a wrapper (same conversions, ierror OPTIONAL)
+unless its code, followed through the library's own helpers in the
+disassembly, calls the C MPI_X: Open MPI's call the mpif.h layer's internals
+(ompi_isend_f) and so PMPI_*; MPICH's buffer procedures call the C MPI_X,
+its others PMPI_X. *_f08ts_ procedures take descriptors and are not wrapped.
+
+Usage: fwrapgen.py --fsyms fsyms.txt [--f08syms f08syms.txt --f08dis f08dis.txt]
+                   --out fwrappers.c [--list fwrapped.txt]
+fsyms.txt: `nm -D` of the host's Fortran library (defined and undefined);
+f08syms.txt, f08dis.txt: `nm -D` and `objdump -d` (labels, calls and jumps
+are enough) of the library holding the host's mpi_f08 procedures.
 """
 import argparse
 import bisect

@@ -1,8 +1,9 @@
 /* Helpers for the generated Fortran wrappers (gen/fwrappers.c, written by
  * tools/fwrapgen.py): each wrapper turns the INTEGER handles, statuses and
- * sentinels of an mpif.h / `use mpi` call into C, calls the shim's MPI_X so
- * the runtime handles it, and converts the outputs back. Only included by
- * the generated file; the generator defines MSH_F_BOTTOM / MSH_F_IN_PLACE
+ * sentinels of an mpif.h / `use mpi` / `use mpi_f08` call into C, calls the
+ * shim's MPI_X so the runtime handles it, and converts the outputs back.
+ * Only included by the generated file; the generator defines MSH_F_BOTTOM /
+ * MSH_F_IN_PLACE and MSH_F08_BOTTOM / MSH_F08_IN_PLACE / MSH_F08_STATUS(ES)_IGNORE
  * (the addresses of the host's Fortran sentinels) before including it. */
 #ifndef MSH_FORTRAN_FWRAP_H
 #define MSH_FORTRAN_FWRAP_H
