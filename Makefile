@@ -98,7 +98,7 @@ bench: all
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 include/mpishim.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/mpishim.h include/mpishim_f.h $(DESTDIR)$(PREFIX)/include/
 	for h in $(HOSTS); do \
 	  d=$(DESTDIR)$(PREFIX)/lib/mpishim/$$h; install -d $$d; \
 	  install -m 755 $(BUILD)/$$h/libmpishim.so $(BUILD)/$$h/mpishim-info $$d/; \

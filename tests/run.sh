@@ -400,6 +400,29 @@ for host in "${hosts[@]}"; do
             run_case "$host fortran $name np2 LD_PRELOAD STATS: runtime counted it" expect_fortran_counted \
                 env MPISHIM_STATS=1 MPISHIM_SOLO=0 LD_PRELOAD="$lib" "$MPIRUN" $(mpirun_flags) -np 2 "$t"
         done
+        # Partitioned from Fortran with OpenMP threads calling MPI_Pready:
+        # on Open MPI 4.1 (no partitioned calls of its own) through the
+        # shim's mpishim_f.h and Fortran entries (the program links with
+        # -lmpishim, so there is no raw run); on MPICH through the host's
+        # interface, raw too, and with the host's layer (MPISHIM_PART=native).
+        for t in "$hb"/tests/fortran/ft_part_*; do
+            [ -x "$t" ] || continue
+            name=$(basename "$t")
+            if [ "${HOST_HAS_PARTITIONED:-no}" = yes ]; then
+                run_case "$host fortran $name np2 raw host" expect_ok "$MPIRUN" $(mpirun_flags) -np 2 "$t"
+                run_case "$host fortran $name np2 shim MPISHIM_PART=native" expect_ok \
+                    env MPISHIM_SOLO=0 MPISHIM_PART=native "${launch[@]}" -np 2 "$t"
+            fi
+            for np in 2 4; do
+                run_case "$host fortran $name np$np shim" expect_ok \
+                    env MPISHIM_SOLO=0 "${launch[@]}" -np $np "$t"
+            done
+            run_case "$host fortran $name np2 shim, solo fast path" expect_ok "${launch[@]}" -np 2 "$t"
+            run_case "$host fortran $name np2 shim MPISHIM_HOST_THREAD=serialized" expect_ok \
+                env MPISHIM_SOLO=0 MPISHIM_HOST_THREAD=serialized "${launch[@]}" -np 2 "$t"
+            run_case "$host fortran $name np2 LD_PRELOAD" expect_ok \
+                env MPISHIM_SOLO=0 LD_PRELOAD="$lib" "$MPIRUN" $(mpirun_flags) -np 2 "$t"
+        done
         # Plain MPI_INIT: the shim sees it (on Open MPI only through its
         # Fortran wrappers) and keeps the runtime off, as for C.
         for t in "$hb"/tests/fortran/ft_level_*; do

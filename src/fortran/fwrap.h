@@ -1,8 +1,9 @@
 /* Helpers for the generated Fortran wrappers (gen/fwrappers.c, written by
  * tools/fwrapgen.py): each wrapper turns the INTEGER handles, statuses and
- * sentinels of an mpif.h / `use mpi` call into C, calls the shim's MPI_X so
- * the runtime handles it, and converts the outputs back. Only included by
- * the generated file; the generator defines MSH_F_BOTTOM / MSH_F_IN_PLACE
+ * sentinels of an mpif.h / `use mpi` / `use mpi_f08` call into C, calls the
+ * shim's MPI_X so the runtime handles it, and converts the outputs back.
+ * Only included by the generated file; the generator defines MSH_F_BOTTOM /
+ * MSH_F_IN_PLACE and MSH_F08_BOTTOM / MSH_F08_IN_PLACE / MSH_F08_STATUS(ES)_IGNORE
  * (the addresses of the host's Fortran sentinels) before including it. */
 #ifndef MSH_FORTRAN_FWRAP_H
 #define MSH_FORTRAN_FWRAP_H
@@ -22,6 +23,10 @@
 /* INTEGER arrays (counts, displacements, dims) are passed to C as they are. */
 _Static_assert(sizeof(MPI_Fint) == sizeof(int), "Fortran INTEGER is not a C int on this host");
 
+/* INTEGER(KIND=MPI_COUNT_KIND) (the partitioned calls' count) is 8 bytes on
+ * both hosts' Fortran layers: the wrappers read it as an MPI_Count. */
+_Static_assert(sizeof(MPI_Count) == 8, "MPI_Count is not INTEGER(KIND=8) on this host");
+
 /* gfortran's LOGICAL values (both hosts build their Fortran layer with it). */
 #define MSH_F_TRUE 1
 #define MSH_F_FALSE 0
@@ -37,6 +42,17 @@ static inline void *msh_f_buf(void *b)
     if (b == MSH_F_BOTTOM)
         return MPI_BOTTOM;
     if (b == MSH_F_IN_PLACE)
+        return MPI_IN_PLACE;
+    return b;
+}
+
+/* The same for mpi_f08 entries, whose module may name other objects
+ * (MSH_F08_BOTTOM / MSH_F08_IN_PLACE, defined by the generator). */
+static inline void *msh_f08_buf(void *b)
+{
+    if (b == MSH_F08_BOTTOM)
+        return MPI_BOTTOM;
+    if (b == MSH_F08_IN_PLACE)
         return MPI_IN_PLACE;
     return b;
 }
@@ -70,16 +86,18 @@ static inline void msh_f_reqs_out(const msh_f_reqs *a, MPI_Fint n, MPI_Fint *f)
         f[i] = MPI_Request_c2f(a->c[i]);
 }
 
-/* Status arrays; MPI_F_STATUSES_IGNORE becomes MPI_STATUSES_IGNORE. */
+/* Status arrays; the flavour's STATUSES_IGNORE (ign: MPI_F_STATUSES_IGNORE
+ * for mpif.h, the mpi_f08 module's object for mpi_f08) becomes
+ * MPI_STATUSES_IGNORE. */
 typedef struct {
     MPI_Status *c;
     MPI_Status stack[MSH_F_STACK];
 } msh_f_stats;
 
-static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f)
+static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f, const MPI_Fint *ign)
 {
     int len = msh_f_len(n);
-    if (f == MPI_F_STATUSES_IGNORE) {
+    if (f == ign) {
         a->c = MPI_STATUSES_IGNORE;
         return 1;
     }
@@ -90,9 +108,9 @@ static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f)
     return 1;
 }
 
-static inline void msh_f_stats_out(const msh_f_stats *a, int n, MPI_Fint *f)
+static inline void msh_f_stats_out(const msh_f_stats *a, int n, MPI_Fint *f, const MPI_Fint *ign)
 {
-    if (f == MPI_F_STATUSES_IGNORE)
+    if (f == ign)
         return;
     for (int i = 0; i < n; i++)
         MPI_Status_c2f(&a->c[i], f + (size_t)i * MPI_F_STATUS_SIZE);
