@@ -199,7 +199,7 @@ expect_watchdog() {
         grep -qE "^mpishim:     recv from 1 tag $t on MPI_COMM_WORLD, pending [0-9.]+ s$" "$2" ||
             { echo "the report does not name the receive with tag $t"; return; }
     done
-    grep -qE '^mpishim:   progress domain 0: (owned by thread [0-9]+|no owner); [0-9]+ threads asleep' "$2" ||
+    grep -qE '^mpishim:   progress( domain 0: (owned by thread [0-9]+|no owner)|: the progress thread); [0-9]+ threads asleep' "$2" ||
         { echo "the report does not say who owns progress"; return; }
     grep -qE '^mpishim: watchdog, rank 0: SIGUSR1$' "$2" || { echo "no report on SIGUSR1"; return; }
     grep -qE "^mpishim:     recv from 1 tag 79 on MPI_COMM_WORLD" "$2" || echo "the SIGUSR1 report misses tag 79"
