@@ -16,7 +16,8 @@
 # Variables: MN_NODES (nodes, default 2), MN_NP (ranks, default 4; placed
 # round robin over the nodes, so rank r and r^1 are on different nodes),
 # MN_LOST_AFTER (seconds of traffic before the kill, default 2),
-# MN_LOST_SECONDS (how long the traffic would run without the kill, 60).
+# MN_LOST_SECONDS (how long the traffic would run without the kill, 60),
+# MN_FINALIZE_GRACE and MN_DONE (MPICH only, see "run" below).
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -112,9 +113,11 @@ run)
     out=$(mktemp)
     "$cluster" exec 0 "${job[@]}" > "$out" 2>&1 &
     pid=$!
+    # Killed from outside (a runner's timeout): take the job down too.
+    trap 'for ((i = 0; i < nodes; i++)); do "$cluster" kill "$i"; done; cat "$out"; rm -f "$out"; exit 143' TERM INT
     ok_at=""
     while kill -0 "$pid" 2> /dev/null; do
-        if [ -z "$ok_at" ] && grep -qE '^OK ' "$out"; then ok_at=$SECONDS; fi
+        if [ -z "$ok_at" ] && grep -qE "${MN_DONE:-^OK }" "$out"; then ok_at=$SECONDS; fi
         if [ -n "$ok_at" ] && [ $((SECONDS - ok_at)) -ge "${MN_FINALIZE_GRACE:-10}" ]; then
             for ((i = 0; i < nodes; i++)); do "$cluster" kill "$i"; done
             wait "$pid" 2> /dev/null || true
