@@ -5,8 +5,10 @@
 #   tests/run.sh [openmpi] [mpich]
 #
 # Environment: TEST_VARIANT=tsan|asan runs the MPI programs of build/<host>-<variant>
-# (make check-tsan and check-asan build them) and nothing else; TEST_TIMEOUT (seconds per
-# case, default 120), TEST_FILTER
+# (make check-tsan and check-asan build them) and nothing else; TEST_MULTINODE
+# (the multi-node cases on network namespaces, issue 17: auto = when root and
+# ip netns work, else one SKIP line; 0 = never; only = nothing else, for make
+# check-multinode); TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
 # (only cases whose name matches this grep -E pattern). Each case's output
 # is in build/test-logs/.
 # Every case runs under a timeout, so a hang fails instead of stalling.
@@ -249,10 +251,12 @@ mpirun_flags() { # host-specific flags to run as root, oversubscribed
 }
 
 variant=${TEST_VARIANT:-}
+multinode=${TEST_MULTINODE:-auto}
+case $multinode in auto|0|only) ;; *) echo "run.sh: TEST_MULTINODE=$multinode: auto, 0 or only"; echo "0 passed, 1 failed"; exit 1 ;; esac
 # ---------------------------------------------------------------- unit tests
 # For every host: each build compiles them against its own mpi.h (handle
 # types, MPI_ANY_SOURCE and friends differ between hosts).
-[ -n "$variant" ] ||
+[ -n "$variant" ] || [ "$multinode" = only ] ||
 for host in "${hosts[@]}"; do
     n=0
     for u in "$build/$host"/tests/unit/test_*; do
@@ -266,6 +270,7 @@ done
 
 # ---------------------------------------------------------------- per host
 for host in "${hosts[@]}"; do
+    [ "$multinode" != only ] || break
     hb=$build/$host${variant:+-$variant}
     if [ ! -f "$hb/host.env" ]; then
         run_case "$host build" expect_ok false
@@ -446,11 +451,17 @@ expect_host_mismatch() {
     n=$(grep -c '^mpishim: this libmpishim.so was built for mpich, but the process loaded two MPI libraries' "$2")
     [ "$n" -eq 1 ] || echo "expected one line explaining the mismatch, found $n"
 }
-if [ -z "$variant" ] && [ -f "$build/mpich/libmpishim.so" ] && [ -f "$build/openmpi/host.env" ]; then
+if [ -z "$variant" ] && [ "$multinode" != only ] && [ -f "$build/mpich/libmpishim.so" ] && [ -f "$build/openmpi/host.env" ]; then
     . "$build/openmpi/host.env"
     run_case "mpich build preloaded into an Open MPI program" expect_host_mismatch \
         env LD_PRELOAD="$build/mpich/libmpishim.so" "$MPIRUN" $MPIRUN_FLAGS -np 2 "$build/openmpi/tests/mpi/p2p_order"
 fi
+
+# ---------------------------------------------------------------- multi-node
+# Issue 17: 2 simulated nodes (network namespaces with their own hostnames,
+# tools/netns-cluster.sh) x 2 ranks, over TCP, through the launcher
+# unchanged (tests/multinode.sh builds the command lines).
+[ -n "$variant" ] || [ "$multinode" = 0 ] || . "$top/tests/multinode-cases.sh"
 
 echo
 if [ $failed -gt 0 ]; then

@@ -9,6 +9,7 @@ PKGS=(
     libmpich-dev mpich
     libhwloc-dev hwloc
     libfabric-dev
+    iproute2 iptables util-linux   # multi-node tests: ip netns, loss rules, unshare
 )
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
