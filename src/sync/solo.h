@@ -16,7 +16,8 @@
  * to the shared path for good. Ownership passes between threads that take
  * turns (a main thread's barrier between workers' phases). This is a
  * heuristic: two threads briefly both solo is legal for the host, only
- * slower. Off with MPISHIM_SOLO=0 and whenever the shim serializes the host.
+ * slower. Off with MPISHIM_SOLO=0, whenever the shim serializes the host,
+ * and with a progress thread (MPISHIM_PROGRESS=thread, offload).
  * Requests made on the solo path are host requests, which every completion
  * call accepts. */
 extern _Atomic int msh_solo_on;
