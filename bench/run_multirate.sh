@@ -175,7 +175,7 @@ header=$(
     bench_machine_line
     echo "multirate options for every run: -q -d $secs${extra:+ $extra}"
     bench_host_lines short
-    echo "configs: raw = host MPI alone; g-*/v-* = through mpishim with MPISHIM_PROGRESS=global/vci"
+    echo "configs: raw = host MPI alone; g-*/v-*/c-*/o-* = through mpishim with MPISHIM_PROGRESS=global/vci/combine/offload"
     echo "         and MPISHIM_WAIT=spin/block/adapt(ive); everywh = MPI everywhere (multirate -p,"
     echo "         2T ranks, raw host). Both modes run 2T busy entities: more than $cores oversubscribes."
 )

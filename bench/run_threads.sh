@@ -10,6 +10,8 @@
 #   default      through build/mpishim, no MPISHIM_* set
 #   vci          ... MPISHIM_PROGRESS=vci
 #   global-spin  ... MPISHIM_PROGRESS=global MPISHIM_WAIT=spin
+#   combine      ... MPISHIM_PROGRESS=combine
+#   offload      ... MPISHIM_PROGRESS=offload
 # Runs alternate as in the other benchmarks (lib.sh). Output: per host, the
 # median seconds of each phase and in all, and each configuration's time
 # relative to raw (below 1.00x: faster than raw), into
@@ -34,7 +36,7 @@ bench_posint BENCH_RUNS "$runs"
 bench_posint BENCH_TIMEOUT "$tmo"
 bench_hosts "$@"
 bench_start
-configs=(raw default vci global-spin)
+configs=(raw default vci global-spin combine offload)
 
 bench_configs() { echo "${configs[*]}"; }
 
@@ -48,6 +50,8 @@ bench_run() {
         default)     cmd=("$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         vci)         cmd=(env MPISHIM_PROGRESS=vci "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         global-spin) cmd=(env MPISHIM_PROGRESS=global MPISHIM_WAIT=spin
+                          "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
+        combine|offload) cmd=(env MPISHIM_PROGRESS=$cfg
                           "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
     esac
     cmd+=(-t "$item" -l "$loops")
