@@ -9,7 +9,8 @@
 # (the multi-node cases on network namespaces, issue 17: auto = when root and
 # ip netns work, else one SKIP line; 0 = never; only = nothing else, for make
 # check-multinode); TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
-# (only cases whose name matches this grep -E pattern). Each case's output
+# (only cases whose name matches this grep -E pattern), TEST_PROGRESS (run every
+# case under this MPISHIM_PROGRESS unless it sets its own). Each case's output
 # is in build/test-logs/.
 # Every case runs under a timeout, so a hang fails instead of stalling.
 # Ends with the line "N passed, N failed, N skipped"; exits non-zero on any

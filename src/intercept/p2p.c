@@ -124,14 +124,22 @@ static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message
 }
 
 /* The route of a receive (or probe) from source with tag on comm, after
- * refusing a wildcard the communicator's assertions rule out. */
-static inline int recv_route(MPI_Comm comm, int source, int tag, msh_route *rt)
+ * refusing a wildcard the communicator's assertions rule out; *mcp (if
+ * not NULL) gets the communicator's entry. */
+static inline int recv_route_mc(MPI_Comm comm, int source, int tag, msh_route *rt, msh_comm **mcp)
 {
     msh_comm *mc = msh_comm_lookup(comm);
     int rc = msh_check_wildcards(comm, mc, source, tag);
     if (rc == MPI_SUCCESS)
         msh_route_of(comm, mc, source, my_rank(mc), tag, rt);
+    if (mcp)
+        *mcp = mc;
     return rc;
+}
+
+static inline int recv_route(MPI_Comm comm, int source, int tag, msh_route *rt)
+{
+    return recv_route_mc(comm, source, tag, rt, NULL);
 }
 
 /* Queued posting needs the checks the host makes at the call (queue.h):
@@ -193,11 +201,10 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         return rc;
     }
     msh_route rt;
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
+    msh_comm *mc;
+    int rc = recv_route_mc(comm, source, tag, &rt, &mc);
     if (rc != MPI_SUCCESS)
         return rc;
-    msh_route_of(comm, mc, source, my_rank(mc), tag, &rt);
     if (msh_queue_active() && !persistent && queueable(mc) &&
         msh_queue_args_ok(buf, count, dt, source, tag, mc->size, 1))
         return msh_queue_post(rt.vci, 1, 0, buf, count, dt, source, tag, rt.comm, comm, req);
