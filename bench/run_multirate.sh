@@ -15,6 +15,11 @@
 #   vci-adaptive
 #   combine-adaptive ... and with MPISHIM_PROGRESS=combine (queued posts, sync/queue.h)
 #   offload-adaptive ... and MPISHIM_PROGRESS=offload (drained by a progress thread)
+#   tag-adaptive     global-adaptive with MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag:
+#                    the communicator spread over one duplicate per VCI by tag
+#                    (MPISHIM_NUM_VCIS auto: one per core)
+#   tagT-adaptive    the same with MPISHIM_NUM_VCIS=2T: each of the 2T tags
+#                    (data and ack per pair) on a duplicate of its own
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
 #
@@ -63,9 +68,10 @@ bench_posint BENCH_TIMEOUT "$tmo"
 
 bench_hosts "$@"
 
-configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive combine-adaptive offload-adaptive everywhere)
+configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive combine-adaptive offload-adaptive
+         tag-adaptive tagT-adaptive everywhere)
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt c-adapt o-adapt everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt c-adapt o-adapt tag tagT everywh)
 # BENCH_CONFIGS: a comma list of the configurations above to run (default all).
 if [ -n "${BENCH_CONFIGS:-}" ]; then
     keep_c=() keep_t=()
@@ -97,6 +103,11 @@ bench_run() {
             cmd=("$MPIRUN" "${flags[@]}" -np $((2 * t)) "$prog" -p) ;;
         global-*|vci-*|combine-*|offload-*)
             cmd=(env "MPISHIM_PROGRESS=${cfg%%-*}" "MPISHIM_WAIT=${cfg#*-}"
+                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        tag-adaptive|tagT-adaptive)
+            local nv=auto
+            [ "$cfg" = tagT-adaptive ] && nv=$((2 * t))
+            cmd=(env MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$nv"
                  "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
     esac
     cmd+=(-q -d "$secs" "${more[@]}")

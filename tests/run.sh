@@ -45,7 +45,7 @@ unset TEST_EXPECT_SHIM
 if [ -n "${TEST_PROGRESS:-}" ]; then export MPISHIM_PROGRESS=$TEST_PROGRESS; fi
 
 # run_case NAME CHECK CMD... : run CMD under the timeout, output to a log;
-# CHECK is a shell function called with the exit code and the log path
+# CHECK is a shell function (with arguments if quoted as one word: "expect_x ARG") called with the exit code and the log path
 # (use 'expect_ok' for "exit 0").
 run_case() {
     local name=$1 check=$2
@@ -59,7 +59,7 @@ run_case() {
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         why="timed out after ${timeout_s}s"
     else
-        why=$("$check" "$rc" "$log")
+        why=$($check "$rc" "$log") # check may carry arguments: "expect_x ARG"
     fi
     if [ -z "$why" ] && grep -qE '^SKIP ' "$log"; then
         skipped=$((skipped + 1))
@@ -125,6 +125,33 @@ expect_pending_reported() {
     local n
     n=$(grep -cE '^  at finalize: 1 requests still pending' "$2")
     [ "$n" -eq 1 ] || echo "expected one rank to report 1 pending request, found $n (of $(grep -c 'at finalize:' "$2") reports)"
+}
+
+# idle_progress: both ranks print their OK line, and each rank's progress
+# thread slept at least once while the rank had nothing in flight.
+expect_idle_sleeps() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -cE '^OK idle_progress rank [01]: 3 rounds$' "$2")
+    [ "$n" -eq 2 ] || { echo "expected 2 OK lines, found $n"; return; }
+    n=$(grep -cE '^  progress thread: slept [1-9][0-9]* times with nothing pending$' "$2")
+    [ "$n" -eq 2 ] || echo "expected both ranks' progress threads to have slept, found $n (of $(grep -c 'progress thread: slept' "$2") lines)"
+}
+
+# progress_cpu: expect_progress_cpu WANT: every rank's progress thread may
+# run on exactly the CPUs WANT (a /proc list such as "1"), or with WANT =
+# same on exactly its process's CPUs (not bound by the shim).
+expect_progress_cpu() {
+    local want=$1
+    shift
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    if [ "$want" = same ]; then
+        n=$(grep -cE '^PROGRESS-THREAD rank [01] cpus=([0-9,-]+) process=\1$' "$2")
+    else
+        n=$(grep -cE "^PROGRESS-THREAD rank [01] cpus=$want process=" "$2")
+    fi
+    [ "$n" -eq 2 ] || echo "expected both ranks' progress threads on CPUs '$want', got: $(grep '^PROGRESS-THREAD' "$2" | tr '\n' ';')"
 }
 
 expect_info() {
@@ -366,6 +393,16 @@ for host in "${hosts[@]}"; do
     # A receive left pending at finalize on the solo path is reported.
     run_case "$host MPISHIM_STATS=1 reports a pending solo-path request" expect_pending_reported \
         env MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/pending_irecv"
+    for p in thread offload; do
+        run_case "$host PROGRESS=$p: the progress thread sleeps when idle, posts wake it" expect_idle_sleeps \
+            env MPISHIM_PROGRESS=$p MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/idle_progress"
+    done
+    # MPISHIM_PROGRESS_CPU: a CPU the user names; one the kernel refuses
+    # leaves the thread on the process's CPUs (a warning, no failure).
+    run_case "$host MPISHIM_PROGRESS_CPU=1 binds the progress thread" "expect_progress_cpu 1" \
+        env MPISHIM_PROGRESS=offload MPISHIM_PROGRESS_CPU=1 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
+    run_case "$host MPISHIM_PROGRESS_CPU=60000 warns, thread unbound" "expect_progress_cpu same" \
+        env MPISHIM_PROGRESS=thread MPISHIM_PROGRESS_CPU=60000 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
 
     # Start-up and crash behaviour must be the raw host's (issue 13): the

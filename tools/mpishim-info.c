@@ -56,6 +56,11 @@ int main(int argc, char **argv)
         printf("thread support     program gets %s (requested MPI_THREAD_MULTIPLE)\n", level_name(provided));
         printf("ranks              %d\n", size);
         printf("cores (hwloc)      %s\n", topo);
+        int pcpu = msh_topo_progress_cpu();
+        if (pcpu >= 0)
+            printf("progress thread    PROGRESS_CPU=auto binds it to CPU %d (rank 0's binding)\n", pcpu);
+        else
+            printf("progress thread    PROGRESS_CPU=auto leaves it unbound (rank 0 is bound to one core or to the whole machine)\n");
 
         msh_fabric_prov prov[64];
         int n = msh_fabric_query(prov, 64);

@@ -28,9 +28,10 @@ typedef struct msh_cfg_var {
     size_t             off;      /* field in msh_config */
     const char *const *words;    /* V_ENUM: value names by enum value; V_FLAGS: by bit */
     long               min, max; /* V_INT, V_SIZE */
-    const char        *auto_word;/* V_INT: a word meaning 0 ("auto"), or NULL */
+    const char        *auto_word;/* V_INT: a word meaning auto_val ("auto"), or NULL */
     const char        *info;     /* the info key taking the same values, or NULL;
                                     V_FLAGS: the prefix of one boolean key per flag */
+    int                auto_val; /* V_INT: the value auto_word stands for (0 unless set) */
 } msh_cfg_var;
 
 static const char *const map_words[]      = { "comm", "tag", "peer", "hash", "thread", NULL };
@@ -66,6 +67,7 @@ static const msh_cfg_var vars[] = {
     [MSH_CFG_WIN_FENCE]       = { "MPISHIM_WIN_FENCE",      V_ENUM,  F(win_fence),       fence_words, 0, 0, NULL, "mpishim_win_fence" },
     [MSH_CFG_WIN_FLUSH_LOCAL] = { "MPISHIM_WIN_FLUSH_LOCAL", V_ENUM,  F(win_flush_local), flocal_words, 0, 0, NULL, NULL },
     [MSH_CFG_WATCHDOG]        = { "MPISHIM_WATCHDOG",       V_INT,   F(watchdog),        NULL, 1, 86400, "off", NULL },
+    [MSH_CFG_PROGRESS_CPU]    = { "MPISHIM_PROGRESS_CPU",   V_INT,   F(progress_cpu),    NULL, 0, 65535, "auto", NULL, -1 },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])
@@ -89,6 +91,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->win_route      = MSH_WIN_ROUTE_TARGET;
     cfg->win_fence      = MSH_WIN_FENCE_HOST;
     cfg->win_flush_local = MSH_WIN_FLUSH_LOCAL_AUTO;
+    cfg->progress_cpu   = -1; /* auto: see msh_topo_progress_cpu */
 }
 
 /* ------------------------------------------------------------ helpers */
@@ -220,7 +223,7 @@ static int parse_value(msh_config *cfg, const msh_cfg_var *v, const char *s)
         return 0;
     case V_INT:
         if (v->auto_word && strcasecmp(s, v->auto_word) == 0) {
-            *(int *)field(cfg, v) = 0;
+            *(int *)field(cfg, v) = v->auto_val;
             return 0;
         }
         if (parse_long(s, &x, 0) || x < v->min || x > v->max)
@@ -373,7 +376,7 @@ int msh_cfg_info_key(msh_cfg_id id, int i, char *buf, size_t len)
 
 /* A flag variable's info key: a boolean per flag, so the error names the
  * boolean values. */
-static const msh_cfg_var bool_var = { "boolean", V_BOOL, 0, NULL, 0, 1, NULL, NULL };
+static const msh_cfg_var bool_var = { "boolean", V_BOOL, 0, NULL, 0, 1, NULL, NULL, 0 };
 
 int msh_cfg_info_value(msh_config *cfg, msh_cfg_id id, const char *key, const char *val, char *err, size_t errlen)
 {
@@ -429,7 +432,7 @@ static const char *format_value(const msh_config *cfg, const msh_cfg_var *v, cha
     switch (v->kind) {
     case V_BOOL:  snprintf(buf, len, "%d", *(const int *)f); break;
     case V_INT:
-        if (v->auto_word && *(const int *)f == 0)
+        if (v->auto_word && *(const int *)f == v->auto_val)
             snprintf(buf, len, "%s", v->auto_word);
         else
             snprintf(buf, len, "%d", *(const int *)f);

@@ -26,6 +26,7 @@ static struct {
     int  cores;
     int  pus;
     int  from_hwloc;            /* 0: figures come from the fallback */
+    int  progress_cpu;          /* see msh_topo_progress_cpu */
     char cpuset[256];           /* hwloc bitmap string, e.g. 0x00000003 */
     char version[32];           /* hwloc release, e.g. 2.9.0 */
 } g_topo;
@@ -84,10 +85,23 @@ static int topo_from_hwloc(void)
 
     /* A core counts if any of its PUs is in the binding. */
     int cores = 0;
-    hwloc_obj_t core = NULL;
+    hwloc_obj_t core = NULL, last = NULL;
     while ((core = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_CORE, core)))
-        if (core->cpuset && hwloc_bitmap_intersects(core->cpuset, set))
+        if (core->cpuset && hwloc_bitmap_intersects(core->cpuset, set)) {
             cores++;
+            last = core;
+        }
+    /* The progress thread's place: the first PU of the binding's last
+     * core, only when the launcher bound the rank to several cores. */
+    g_topo.progress_cpu = -1;
+    if (cores >= 2 && last && !hwloc_bitmap_isequal(set, allowed)) {
+        hwloc_bitmap_t pu = hwloc_bitmap_alloc();
+        if (pu) {
+            hwloc_bitmap_and(pu, last->cpuset, set);
+            g_topo.progress_cpu = hwloc_bitmap_first(pu);
+            hwloc_bitmap_free(pu);
+        }
+    }
     if (cores == 0)             /* some platforms expose no Core objects */
         cores = pus;
 
@@ -127,12 +141,19 @@ static void topo_init(void)
     g_topo.cores = n;
     g_topo.pus = n;
     g_topo.from_hwloc = 0;
+    g_topo.progress_cpu = -1;
 }
 
 int msh_topo_cores(void)
 {
     pthread_once(&g_topo_once, topo_init);
     return g_topo.cores;
+}
+
+int msh_topo_progress_cpu(void)
+{
+    pthread_once(&g_topo_once, topo_init);
+    return g_topo.progress_cpu;
 }
 
 int msh_topo_pus(void)

@@ -27,6 +27,12 @@ int msh_topo_cores(void);
  * >= msh_topo_cores(). */
 int msh_topo_pus(void);
 
+/* Where MPISHIM_PROGRESS_CPU=auto puts a progress thread: the OS index of
+ * the first PU of the last core in this process's binding when the rank is
+ * bound to two or more cores but not to everything it may run on; else -1
+ * (unbound ranks would all put theirs on the same CPU). */
+int msh_topo_progress_cpu(void);
+
 /* Short description, e.g.
  *   "2 cores / 2 PUs in cpuset 0x00000003 (hwloc 2.9.0)"
  * written into buf (always NUL-terminated when len > 0, truncated if short). */

@@ -187,6 +187,9 @@ static void print_stats(int leaked_reqs, int leaked_comms)
         fprintf(f, "  %6d %10llu %10llu %10llu %10llu\n", i, (unsigned long long)s->ownerships,
                 (unsigned long long)s->handoffs, (unsigned long long)s->sleeps, (unsigned long long)s->wakeups);
     }
+    if (msh_progress_has_thread())
+        fprintf(f, "  progress thread: slept %llu times with nothing pending\n",
+                (unsigned long long)msh_progress_idle_sleeps());
     fprintf(f, "  at finalize: %d requests still pending, %d communicators not freed by the program\n",
             leaked_reqs, leaked_comms);
     fclose(f);

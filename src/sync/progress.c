@@ -10,6 +10,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "core/topo.h"
 #include "sync/queue.h"
 
 /* Pending sets larger than this are polled through their oldest request,
@@ -443,11 +444,103 @@ int msh_progress_try(int vci)
 
 /* ------------------------------------------------------------ progress thread */
 
+/* Consecutive empty passes after which the progress thread checks whether
+ * anything is pending at all, and sleeps if not (issue 15: offload's
+ * thread must not take a core while the rank has nothing in flight). */
+#define MSH_IDLE_CHECK_POLLS 1024
+_Atomic int msh_progress_asleep;
+static pthread_mutex_t idle_mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t idle_sleeps; /* under idle_mtx */
+
+void msh_progress_wake_slow(void)
+{
+    pthread_mutex_lock(&idle_mtx);
+    if (atomic_load_explicit(&msh_progress_asleep, memory_order_relaxed)) {
+        atomic_store_explicit(&msh_progress_asleep, 0, memory_order_relaxed);
+        pthread_cond_signal(&idle_cond);
+    }
+    pthread_mutex_unlock(&idle_mtx);
+}
+
+/* Nothing pending or queued on any VCI, no partitioned receive waiting for
+ * its header. Called with msh_progress_asleep already set: a poster adds
+ * to a pending set under the VCI's lock and then reads the flag, so either
+ * this check sees its request or the poster sees the flag and wakes us;
+ * a queued post is a seq_cst push followed by a seq_cst read of the flag,
+ * against a seq_cst store of the flag followed by a seq_cst read of the
+ * queue here. */
+static int nothing_pending(void)
+{
+    if (msh_sweep_wanted())
+        return 0;
+    for (int i = 0; i < msh_pool.n; i++) {
+        msh_vci *v = &msh_pool.v[i];
+        if (atomic_load_explicit(&v->qhead, memory_order_seq_cst) != NULL)
+            return 0;
+        msh_vci_lock(v);
+        int n = v->npending;
+        msh_vci_unlock(v);
+        if (n)
+            return 0;
+    }
+    return 1;
+}
+
+static void idle_sleep(void)
+{
+    atomic_store_explicit(&msh_progress_asleep, 1, memory_order_seq_cst);
+    if (!nothing_pending()) {
+        atomic_store_explicit(&msh_progress_asleep, 0, memory_order_relaxed);
+        return;
+    }
+    /* No timeout: a missed wake-up would hide here as a slow run, so the
+     * protocol above is the only way out (tests under thread/offload hang
+     * if it is wrong). */
+    pthread_mutex_lock(&idle_mtx);
+    idle_sleeps++;
+    while (atomic_load_explicit(&msh_progress_asleep, memory_order_relaxed) &&
+           !atomic_load_explicit(&progress_thread_stop, memory_order_acquire))
+        pthread_cond_wait(&idle_cond, &idle_mtx);
+    atomic_store_explicit(&msh_progress_asleep, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&idle_mtx);
+}
+
+uint64_t msh_progress_idle_sleeps(void)
+{
+    pthread_mutex_lock(&idle_mtx);
+    uint64_t n = idle_sleeps;
+    pthread_mutex_unlock(&idle_mtx);
+    return n;
+}
+
+/* MPISHIM_PROGRESS_CPU: the CPU the user named, else (auto) the last core
+ * of the rank's binding when the launcher bound it to several cores (an
+ * unbound rank would put every rank's thread on one CPU). */
+static void place_progress_thread(pthread_t t)
+{
+    int cpu = msh_cfg.progress_cpu >= 0 ? msh_cfg.progress_cpu : msh_topo_progress_cpu();
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((size_t)cpu, &set);
+    if (pthread_setaffinity_np(t, sizeof set, &set) != 0)
+        msh_log("MPISHIM_PROGRESS_CPU: cannot bind the progress thread to CPU %d; it runs unbound", cpu);
+}
+
 static void *progress_main(void *arg)
 {
     (void)arg;
+    unsigned empty = 0;
     while (!atomic_load_explicit(&progress_thread_stop, memory_order_acquire)) {
-        if (poll_all(1) == 0)
+        if (poll_all(1) > 0) {
+            empty = 0;
+            continue;
+        }
+        if (++empty % MSH_IDLE_CHECK_POLLS == 0)
+            idle_sleep();
+        else
             sched_yield();
     }
     return NULL;
@@ -471,6 +564,10 @@ int msh_progress_init(void)
         if (pthread_create(&progress_thread, NULL, progress_main, NULL) != 0)
             return -1;
         have_progress_thread = 1;
+        /* Named and placed before init returns: top -H, gdb and the tests
+         * can tell it apart from the program's threads. */
+        pthread_setname_np(progress_thread, "msh-progress");
+        place_progress_thread(progress_thread);
     }
     return 0;
 }
@@ -479,6 +576,7 @@ void msh_progress_fini(void)
 {
     if (have_progress_thread) {
         atomic_store_explicit(&progress_thread_stop, 1, memory_order_release);
+        msh_progress_wake_slow();
         pthread_join(progress_thread, NULL);
         have_progress_thread = 0;
         atomic_store(&domains[0].owned, 0);

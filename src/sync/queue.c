@@ -101,6 +101,8 @@ int msh_queue_post(msh_vci *v, int recv, int ssend, const void *buf, int count, 
     } while (!atomic_compare_exchange_weak_explicit(&v->qhead, &h, r, memory_order_seq_cst, memory_order_relaxed));
     if (msh_pool.combine)
         msh_vci_kick(v);
+    else
+        msh_progress_wake();
     return MPI_SUCCESS;
 }
 

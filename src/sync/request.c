@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "sync/sync.h"
 #include "vci/vci.h"
 
 msh_req_arena msh_reqs;
@@ -180,5 +181,6 @@ int msh_vci_pending_add(msh_vci *v, msh_request *r)
     v->hreqs[v->npending] = r->host;
     v->sreqs[v->npending] = r;
     v->npending++;
+    msh_progress_wake();
     return MPI_SUCCESS;
 }

@@ -77,6 +77,20 @@ static inline int msh_sweep_wanted(void)
     return msh_upper.sweep_wanted && MSH_UNLIKELY(atomic_load_explicit(msh_upper.sweep_wanted, memory_order_relaxed));
 }
 
+/* The progress thread (PROGRESS=thread, offload) sleeps while nothing is
+ * pending or queued; whatever adds pending or queued work calls
+ * msh_progress_wake afterwards (after a pending-set add, under or after the
+ * VCI lock; after a queue push). One load while the thread is awake. */
+extern _Atomic int msh_progress_asleep;
+void msh_progress_wake_slow(void);
+static inline void msh_progress_wake(void)
+{
+    if (MSH_UNLIKELY(atomic_load_explicit(&msh_progress_asleep, memory_order_seq_cst)))
+        msh_progress_wake_slow();
+}
+/* Times the progress thread went to sleep (MPISHIM_STATS). */
+uint64_t msh_progress_idle_sleeps(void);
+
 int msh_progress_init(void);   /* after the VCI pool */
 void msh_progress_fini(void);  /* stops the progress thread, if any */
 int msh_progress_ndomains(void);
