@@ -522,10 +522,17 @@ static void place_progress_thread(pthread_t t)
     int cpu = msh_cfg.progress_cpu >= 0 ? msh_cfg.progress_cpu : msh_topo_progress_cpu();
     if (cpu < 0)
         return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET((size_t)cpu, &set);
-    if (pthread_setaffinity_np(t, sizeof set, &set) != 0)
+    /* Sized for cpu: a fixed cpu_set_t holds only CPU_SETSIZE (1024) CPUs. */
+    cpu_set_t *set = CPU_ALLOC((size_t)cpu + 1);
+    size_t sz = CPU_ALLOC_SIZE((size_t)cpu + 1);
+    int rc = -1;
+    if (set) {
+        CPU_ZERO_S(sz, set);
+        CPU_SET_S((size_t)cpu, sz, set);
+        rc = pthread_setaffinity_np(t, sz, set);
+        CPU_FREE(set);
+    }
+    if (rc != 0)
         msh_log("MPISHIM_PROGRESS_CPU: cannot bind the progress thread to CPU %d; it runs unbound", cpu);
 }
 
