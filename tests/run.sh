@@ -45,8 +45,9 @@ unset TEST_EXPECT_SHIM
 if [ -n "${TEST_PROGRESS:-}" ]; then export MPISHIM_PROGRESS=$TEST_PROGRESS; fi
 
 # run_case NAME CHECK CMD... : run CMD under the timeout, output to a log;
-# CHECK is a shell function (with arguments if quoted as one word: "expect_x ARG") called with the exit code and the log path
-# (use 'expect_ok' for "exit 0").
+# CHECK is a shell function, with its own arguments first if quoted as one
+# word ("expect_x ARG"), called with the exit code and the log path (use
+# 'expect_ok' for "exit 0").
 run_case() {
     local name=$1 check=$2
     shift 2
@@ -59,7 +60,7 @@ run_case() {
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
         why="timed out after ${timeout_s}s"
     else
-        why=$($check "$rc" "$log") # check may carry arguments: "expect_x ARG"
+        why=$($check "$rc" "$log")
     fi
     if [ -z "$why" ] && grep -qE '^SKIP ' "$log"; then
         skipped=$((skipped + 1))
@@ -138,12 +139,14 @@ expect_idle_sleeps() {
     [ "$n" -eq 2 ] || echo "expected both ranks' progress threads to have slept, found $n (of $(grep -c 'progress thread: slept' "$2") lines)"
 }
 
-# progress_cpu: expect_progress_cpu WANT: every rank's progress thread may
-# run on exactly the CPUs WANT (a /proc list such as "1"), or with WANT =
-# same on exactly its process's CPUs (not bound by the shim).
+# progress_cpu: expect_progress_cpu WANT [CPU]: every rank's progress thread
+# may run on exactly the CPUs WANT (a /proc list such as "1"), or with WANT =
+# same on exactly its process's CPUs (not bound by the shim); with CPU, each
+# rank also warned once that it could not bind to that CPU.
 expect_progress_cpu() {
-    local want=$1
+    local want=$1 warn=""
     shift
+    if [ $# -eq 3 ]; then warn=$1; shift; fi
     [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
     local n
     if [ "$want" = same ]; then
@@ -151,7 +154,10 @@ expect_progress_cpu() {
     else
         n=$(grep -cE "^PROGRESS-THREAD rank [01] cpus=$want process=" "$2")
     fi
-    [ "$n" -eq 2 ] || echo "expected both ranks' progress threads on CPUs '$want', got: $(grep '^PROGRESS-THREAD' "$2" | tr '\n' ';')"
+    [ "$n" -eq 2 ] || { echo "expected both ranks' progress threads on CPUs '$want', got: $(grep '^PROGRESS-THREAD' "$2" | tr '\n' ';')"; return; }
+    [ -z "$warn" ] && return
+    n=$(grep -c "^mpishim: MPISHIM_PROGRESS_CPU: cannot bind the progress thread to CPU $warn; it runs unbound\$" "$2")
+    [ "$n" -eq 2 ] || echo "expected one warning per rank about CPU $warn, found $n"
 }
 
 expect_info() {
@@ -401,7 +407,7 @@ for host in "${hosts[@]}"; do
     # leaves the thread on the process's CPUs (a warning, no failure).
     run_case "$host MPISHIM_PROGRESS_CPU=1 binds the progress thread" "expect_progress_cpu 1" \
         env MPISHIM_PROGRESS=offload MPISHIM_PROGRESS_CPU=1 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
-    run_case "$host MPISHIM_PROGRESS_CPU=60000 warns, thread unbound" "expect_progress_cpu same" \
+    run_case "$host MPISHIM_PROGRESS_CPU=60000 warns, thread unbound" "expect_progress_cpu same 60000" \
         env MPISHIM_PROGRESS=thread MPISHIM_PROGRESS_CPU=60000 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
 
