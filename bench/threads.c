@@ -13,7 +13,9 @@
  *   nonblocking  windows of 16 MPI_Isend/MPI_Irecv + MPI_Waitall, same sizes.
  * The received data is checked (every byte the sender's pattern for that size).
  *
- * Usage: mpirun -np 2 threads [-t T] [-l LOOPS]     (defaults T = 4, LOOPS = 1000)
+ * Usage: mpirun -np 2 threads [-t T] [-l LOOPS] [-p PHASES]
+ * (defaults T = 4, LOOPS = 1000, PHASES = pbn: the letters of the phases to
+ * run, for profiling one of them; a phase not run reports 0).
  * Output (rank 0), one line:
  *   threads: T=4 loops=1000 shim=0|1 procnull=S blocking=S nonblocking=S total=S
  * seconds of each phase (max over ranks).
@@ -30,6 +32,7 @@
 #define MAXT 64
 
 static int nthreads = 4, loops = 1000;
+static const char *phases = "pbn";
 static int peer_of_rank, procnull, blocking, msg;
 static pthread_barrier_t bar;
 
@@ -104,13 +107,15 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((c = getopt(argc, argv, "t:l:")) != -1) {
+    while ((c = getopt(argc, argv, "t:l:p:")) != -1) {
         if (c == 't')
             nthreads = atoi(optarg);
         else if (c == 'l')
             loops = atoi(optarg);
+        else if (c == 'p')
+            phases = optarg;
         else
-            die("usage: threads [-t T] [-l LOOPS]");
+            die("usage: threads [-t T] [-l LOOPS] [-p PHASES]");
     }
     if (provided < MPI_THREAD_MULTIPLE)
         die("MPI_THREAD_MULTIPLE not provided");
@@ -118,14 +123,15 @@ int main(int argc, char **argv)
         die("needs an even number of ranks, 1 <= T <= 64 and LOOPS >= 1");
     peer_of_rank = rank % 2 ? rank - 1 : rank + 1;
 
-    double tp, tb = 0, tn = 0;
+    double tp = 0, tb = 0, tn = 0;
     procnull = 1, blocking = 1, msg = 0;
-    tp = phase();
+    if (strchr(phases, 'p'))
+        tp = phase();
     procnull = 0;
-    for (msg = 0; msg <= MAXSZ; msg = msg ? msg * 4 : 1)
+    for (msg = 0; msg <= MAXSZ && strchr(phases, 'b'); msg = msg ? msg * 4 : 1)
         tb += phase();
     blocking = 0;
-    for (msg = 0; msg <= MAXSZ; msg = msg ? msg * 4 : 1)
+    for (msg = 0; msg <= MAXSZ && strchr(phases, 'n'); msg = msg ? msg * 4 : 1)
         tn += phase();
     if (rank == 0)
         printf("threads: T=%d loops=%d shim=%d procnull=%.3f blocking=%.3f nonblocking=%.3f total=%.3f\n", nthreads,

@@ -250,7 +250,7 @@ expect_fortran_counted() {
     awk '/^FT-EXPECT rank / { want[$3] = $5 " " $7; next }
          /^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
          /^ +domain / { invci = 0 }
-         invci && NF == 10 && $1 ~ /^[0-9]+$/ { s[r] += $2; v[r] += $3 }
+         invci && NF == 11 && $1 ~ /^[0-9]+$/ { s[r] += $2; v[r] += $3 }
          END {
              n = 0
              for (r in want) {
@@ -260,6 +260,21 @@ expect_fortran_counted() {
                  if (got != want[r]) { print "rank " r ": the runtime counted sends/recvs " got ", the program made " want[r]; exit }
              }
              if (n == 0) print "no FT-EXPECT line from the program"
+         }' "$2"
+}
+
+# mt_at_post under MPISHIM_STATS=1: the program passed, and on every rank of
+# a pair some blocking calls finished at the post (the stats table's last
+# column, "at_post"), so that path was the one tested.
+expect_at_post() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    awk '/^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
+         /^ +domain / { invci = 0 }
+         invci && NF == 11 && $1 ~ /^[0-9]+$/ { n[r] += $11 }
+         END {
+             k = 0
+             for (r in seen) { k++; if (n[r] + 0 == 0) { print "rank " r ": no call finished at the post"; exit } }
+             if (k == 0) print "no mpishim stats table"
          }' "$2"
 }
 
@@ -396,6 +411,8 @@ for host in "${hosts[@]}"; do
         env MPISHIM_VERBOSE=1 MPISHIM_MAP=tag "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_WATCHDOG=1 reports a stalled wait" expect_watchdog \
         env MPISHIM_WATCHDOG=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_watchdog"
+    run_case "$host mt_at_post np2 STATS: blocking calls finished at the post" expect_at_post \
+        env MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_at_post"
     # A receive left pending at finalize on the solo path is reported.
     run_case "$host MPISHIM_STATS=1 reports a pending solo-path request" expect_pending_reported \
         env MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/pending_irecv"

@@ -159,8 +159,88 @@ static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
     return rt.comm;
 }
 
+/* Blocking calls at T > 1 (issue 15, the threads.c pattern): an eager
+ * send, or a receive whose message is already there, is complete as soon
+ * as the host has it. So a blocking call posts with the host outside any
+ * shim lock and tests once; only if that test fails does the request
+ * become a shim request, pending on its VCI and waited for with a sync
+ * object. A finished call then costs what the host's blocking call costs
+ * plus one test: no VCI lock, shim request, pending set or progress
+ * ownership. Not while posts are queued (MPISHIM_PROGRESS=combine,
+ * offload): a direct post must not overtake a queued one. */
+typedef struct blocking_now {
+    MPI_Status *status; /* the blocking call's */
+    int done;           /* finished at the post: *req was not set */
+} blocking_now;
+
+static inline int now_path(const blocking_now *now)
+{
+    return now && !msh_queue_active();
+}
+
+/* The tests of a blocking call's fresh host request h (posted with result
+ * rc), under the host lock if the host is serialized. */
+static int now_test(int rc, MPI_Request *h, blocking_now *now, int locked)
+{
+    if (rc == MPI_SUCCESS) {
+        MPI_Status st;
+        rc = msh_host_test_fresh(h, &st);
+        if (*h == MPI_REQUEST_NULL) {
+            now->done = 1;
+            msh_status_out(now->status, &st);
+        } else if (rc != MPI_SUCCESS) {
+            PMPI_Request_free(h); /* the error is reported; nobody can wait for it */
+            now->done = 1;
+        }
+    }
+    msh_host_exit(locked);
+    return rc;
+}
+
+/* The test failed: h becomes a shim request pending on v, to be waited for
+ * the usual way (bytes: its payload, for MPISHIM_STATS). */
+static int now_adopt(msh_vci *v, MPI_Request h, int kind, int peer, int tag, MPI_Comm comm, MPI_Request *req,
+                     blocking_now *now, uint64_t bytes)
+{
+    msh_request *r = msh_post_begin(v);
+    if (MSH_UNLIKELY(!r)) {
+        /* No shim request to wait with: the host's own wait. */
+        int locked = msh_host_enter();
+        int rc = PMPI_Wait(&h, now->status);
+        msh_host_exit(locked);
+        now->done = 1;
+        return rc;
+    }
+    r->host = h;
+    v->st.bytes += bytes;
+    msh_watchdog_note(r, peer, tag, comm);
+    return msh_post_commit(v, r, kind, MPI_SUCCESS, req);
+}
+
+/* MPISHIM_STATS=1: count a call finished at the post. */
+static void now_count(msh_vci *v, int kind, uint64_t bytes)
+{
+    msh_vci_lock(v);
+    if (kind == MSH_KIND_SEND)
+        v->st.sends++;
+    else
+        v->st.recvs++;
+    v->st.bytes += bytes;
+    v->st.completions++;
+    v->st.now++;
+    msh_vci_unlock(v);
+}
+
+static uint64_t bytes_of(int count, MPI_Datatype dt)
+{
+    int sz = 0;
+    if (count <= 0 || PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz < 0)
+        return 0;
+    return (uint64_t)sz * (uint64_t)count;
+}
+
 static int post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-                     MPI_Comm comm, MPI_Request *req)
+                     MPI_Comm comm, MPI_Request *req, blocking_now *now)
 {
     int rc;
     if (msh_solo_enter_req()) {
@@ -174,22 +254,30 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
     if (msh_queue_active() && !persistent && (op == OP_SEND || op == OP_SSEND) && queueable(mc) &&
         msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
         return msh_queue_post(rt.vci, 0, op == OP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);
+    if (now_path(now)) {
+        MPI_Request h;
+        int locked = msh_host_enter();
+        rc = now_test(solo_post_send(op, 0, buf, count, dt, dest, tag, rt.comm, &h), &h, now, locked);
+        if (msh_cfg.stats && now->done && rc == MPI_SUCCESS)
+            now_count(rt.vci, MSH_KIND_SEND, bytes_of(count, dt));
+        if (rc != MPI_SUCCESS || now->done)
+            return rc;
+        return now_adopt(rt.vci, h, MSH_KIND_SEND, dest, tag, comm, req, now,
+                         msh_cfg.stats ? bytes_of(count, dt) : 0);
+    }
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, rt.comm, &r->host);
-    if (msh_cfg.stats && rc == MPI_SUCCESS) {
-        int sz = 0;
-        if (PMPI_Type_size(dt, &sz) == MPI_SUCCESS)
-            rt.vci->st.bytes += (uint64_t)sz * (uint64_t)(count > 0 ? count : 0);
-    }
+    if (msh_cfg.stats && rc == MPI_SUCCESS)
+        rt.vci->st.bytes += bytes_of(count, dt);
     r->procnull = dest == MPI_PROC_NULL;
     msh_watchdog_note(r, dest, tag, comm);
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
 }
 
 static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                     MPI_Request *req)
+                     MPI_Request *req, blocking_now *now)
 {
     /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
      * in solo mode: it fixes the host's status (below). */
@@ -213,6 +301,16 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
                         : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
         msh_solo_exit();
         return rc;
+    }
+    if (now_path(now)) { /* source is not MPI_PROC_NULL: MPI_Recv took care */
+        MPI_Request h;
+        int locked = msh_host_enter();
+        rc = now_test(PMPI_Irecv(buf, count, dt, source, tag, rt.comm, &h), &h, now, locked);
+        if (msh_cfg.stats && now->done && rc == MPI_SUCCESS)
+            now_count(rt.vci, MSH_KIND_RECV, 0);
+        if (rc != MPI_SUCCESS || now->done)
+            return rc;
+        return now_adopt(rt.vci, h, MSH_KIND_RECV, source, tag, comm, req, now, 0);
     }
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
@@ -256,10 +354,10 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         }                                                                                                   \
     } while (0)
 
-/* Blocking = nonblocking + shim wait. */
-static int wait_one(int rc, MPI_Request *req, MPI_Status *status)
+/* Blocking = nonblocking + shim wait, unless the post finished it. */
+static int wait_one(int rc, MPI_Request *req, MPI_Status *status, const blocking_now *now)
 {
-    if (rc != MPI_SUCCESS)
+    if (rc != MPI_SUCCESS || (now && now->done))
         return rc;
     msh_request *r = msh_req_of(*req);
     if (!r)
@@ -308,7 +406,9 @@ static int procnull_recv(void *buf, int count, MPI_Datatype dt, int tag, MPI_Com
         if (dest == MPI_PROC_NULL)                                                                          \
             return procnull_send(OP, buf, count, dt, tag, comm);                                            \
         MPI_Request req;                                                                                    \
-        return wait_one(post_send(OP, 0, buf, count, dt, dest, tag, comm, &req), &req, MPI_STATUS_IGNORE);   \
+        blocking_now now = { MPI_STATUS_IGNORE, 0 };                                                        \
+        return wait_one(post_send(OP, 0, buf, count, dt, dest, tag, comm, &req, &now), &req, MPI_STATUS_IGNORE, \
+                        &now);                                                                              \
     }                                                                                                       \
     MSH_EXPORT int MPI_##INAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
                                MPI_Request *req)                                                            \
@@ -316,14 +416,14 @@ static int procnull_recv(void *buf, int count, MPI_Datatype dt, int tag, MPI_Com
         if (!msh_on())                                                                                      \
             return PMPI_##INAME(buf, count, dt, dest, tag, comm, req);                                      \
         SOLO_DIRECT(PMPI_##INAME(buf, count, dt, dest, tag, comm, req));                                    \
-        return post_send(OP, 0, buf, count, dt, dest, tag, comm, req);                                      \
+        return post_send(OP, 0, buf, count, dt, dest, tag, comm, req, NULL);                                \
     }                                                                                                       \
     MSH_EXPORT int MPI_##NAME##_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag,          \
                                      MPI_Comm comm, MPI_Request *req)                                       \
     {                                                                                                       \
         if (!msh_on())                                                                                      \
             return PMPI_##NAME##_init(buf, count, dt, dest, tag, comm, req);                                \
-        return post_send(OP, 1, buf, count, dt, dest, tag, comm, req);                                      \
+        return post_send(OP, 1, buf, count, dt, dest, tag, comm, req, NULL);                                \
     }
 
 SEND_WRAPPERS(Send, Isend, OP_SEND)
@@ -354,7 +454,8 @@ MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int t
     if (source == MPI_PROC_NULL)
         return procnull_recv(buf, count, dt, tag, comm, status);
     MPI_Request req;
-    return wait_one(post_recv(0, buf, count, dt, source, tag, comm, &req), &req, status);
+    blocking_now now = { status, 0 };
+    return wait_one(post_recv(0, buf, count, dt, source, tag, comm, &req, &now), &req, status, &now);
 }
 
 MSH_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -364,7 +465,7 @@ MSH_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int 
         return PMPI_Irecv(buf, count, dt, source, tag, comm, req);
     if (source != MPI_PROC_NULL) /* see post_recv */
         SOLO_DIRECT(PMPI_Irecv(buf, count, dt, source, tag, comm, req));
-    return post_recv(0, buf, count, dt, source, tag, comm, req);
+    return post_recv(0, buf, count, dt, source, tag, comm, req, NULL);
 }
 
 MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -372,7 +473,7 @@ MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, 
 {
     if (!msh_on())
         return PMPI_Recv_init(buf, count, dt, source, tag, comm, req);
-    return post_recv(1, buf, count, dt, source, tag, comm, req);
+    return post_recv(1, buf, count, dt, source, tag, comm, req, NULL);
 }
 
 MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
@@ -392,18 +493,18 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
         return rc;
     }
     MPI_Request rr, sr;
-    int rc = post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr);
+    int rc = post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr, NULL);
     if (rc != MPI_SUCCESS)
         return rc;
-    rc = post_send(OP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr);
+    rc = post_send(OP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr, NULL);
     if (rc != MPI_SUCCESS) {
         /* The receive was posted: it must not linger unmatched. */
         MPI_Cancel(&rr);
         MPI_Wait(&rr, MPI_STATUS_IGNORE);
         return rc;
     }
-    int rc_s = wait_one(MPI_SUCCESS, &sr, MPI_STATUS_IGNORE);
-    int rc_r = wait_one(MPI_SUCCESS, &rr, status);
+    int rc_s = wait_one(MPI_SUCCESS, &sr, MPI_STATUS_IGNORE, NULL);
+    int rc_r = wait_one(MPI_SUCCESS, &rr, status, NULL);
     return rc_s != MPI_SUCCESS ? rc_s : rc_r;
 }
 
@@ -547,5 +648,5 @@ MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *mes
         return rc;
     }
     MPI_Request req;
-    return wait_one(MPI_Imrecv(buf, count, dt, message, &req), &req, status);
+    return wait_one(MPI_Imrecv(buf, count, dt, message, &req), &req, status, NULL);
 }

@@ -167,12 +167,15 @@ static void complete_polled(msh_vci *v, int n, int outcount, int rc)
         }
     }
     v->npending = j;
+    atomic_store_explicit(&v->npending_hint, j, memory_order_relaxed);
     v->st.completions += (uint64_t)outcount;
     notify_flush(&b);
 }
 
 int msh_progress_poll(msh_vci *v, int blocking)
 {
+    if (atomic_load_explicit(&v->npending_hint, memory_order_relaxed) == 0 && !msh_queue_nonempty(v))
+        return 0;
     if (blocking)
         msh_vci_lock(v);
     else if (!msh_vci_trylock(v))

@@ -181,6 +181,7 @@ int msh_vci_pending_add(msh_vci *v, msh_request *r)
     v->hreqs[v->npending] = r->host;
     v->sreqs[v->npending] = r;
     v->npending++;
+    atomic_store_explicit(&v->npending_hint, v->npending, memory_order_relaxed);
     msh_progress_wake();
     return MPI_SUCCESS;
 }

@@ -26,6 +26,7 @@ typedef struct msh_vci_stats {
     uint64_t bytes;                /* payload posted (with MPISHIM_STATS=1) */
     uint64_t polls, empty_polls;   /* Testsome passes over the pending set */
     uint64_t completions;
+    uint64_t now;                  /* blocking calls the host completed at the post (msh_post_now) */
     uint64_t cache_hits, cache_refills;
 } msh_vci_stats;
 
@@ -35,6 +36,10 @@ typedef struct msh_vci {
     int idx;
     /* Pending host requests, parallel arrays (Testsome works on hreqs). */
     int npending, cap;
+    /* npending as last stored under lock, read without it by pollers that
+     * skip an idle VCI rather than take its lock for nothing (a poll that
+     * misses a post made meanwhile sees it on its next pass). */
+    _Atomic int npending_hint;
     unsigned head_polls;       /* polls that looked at the oldest request only */
     MPI_Request *hreqs;
     struct msh_request **sreqs;
