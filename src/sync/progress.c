@@ -322,13 +322,6 @@ static void sleep_on(pthread_cond_t *c, pthread_mutex_t *m)
     pthread_setcancelstate(old, NULL);
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
 {
     pthread_mutex_lock(&d->mtx);
@@ -402,7 +395,7 @@ void msh_sync_wait(msh_sync *s, int needed)
             continue;
         }
         if (msh_cfg.wait == MSH_WAIT_ADAPTIVE && msh_cfg.spin_us > 0) {
-            double t = now_us();
+            double t = msh_now_us();
             if (spin_until < 0)
                 spin_until = t + msh_cfg.spin_us;
             if (t < spin_until) {

@@ -23,6 +23,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #include "sync/request.h"
 #include "vci/vci.h"
@@ -144,6 +145,14 @@ static inline int msh_sync_detach(msh_sync *s, msh_request *r)
     struct msh_sync *expect = s;
     return atomic_compare_exchange_strong_explicit(&r->sync, &expect, NULL, memory_order_acq_rel,
                                                    memory_order_acquire);
+}
+
+/* Monotonic microseconds, for bounded spins. */
+static inline double msh_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
 /* Wait until s has counted `needed` completions, progressing or waiting as

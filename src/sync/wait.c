@@ -231,13 +231,6 @@ int msh_host_wait(MPI_Request *req, MPI_Status *status)
     }
 }
 
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
 /* Tests between clock reads: a test costs about as much as a clock read. */
 #define MSH_TESTS_PER_CLOCK 4
 
@@ -248,14 +241,14 @@ int msh_host_test_fresh(MPI_Request *h, MPI_Status *st)
     /* A serialized host is tested under the one host lock: once, then. */
     if (flag || rc != MPI_SUCCESS || msh_cfg.wait == MSH_WAIT_BLOCK || msh_cfg.spin_us <= 0 || msh_pool.serialized)
         return rc;
-    double until = now_us() + msh_cfg.spin_us;
+    double until = msh_now_us() + msh_cfg.spin_us;
     for (;;) {
         for (int i = 0; i < MSH_TESTS_PER_CLOCK; i++) {
             rc = PMPI_Test(h, &flag, st);
             if (flag || rc != MPI_SUCCESS)
                 return rc;
         }
-        if (now_us() >= until)
+        if (msh_now_us() >= until)
             return rc;
     }
 }
