@@ -162,12 +162,12 @@ static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
 /* Blocking calls at T > 1 (issue 15, the threads.c pattern): an eager
  * send, or a receive whose message is already there, is complete as soon
  * as the host has it. So a blocking call posts with the host outside any
- * shim lock and tests once; only if that test fails does the request
- * become a shim request, pending on its VCI and waited for with a sync
- * object. A finished call then costs what the host's blocking call costs
- * plus one test: no VCI lock, shim request, pending set or progress
- * ownership. Not while posts are queued (MPISHIM_PROGRESS=combine,
- * offload): a direct post must not overtake a queued one. */
+ * shim lock and tests for a bounded time (msh_host_test_fresh); only if
+ * the request is still incomplete does it become a shim request, pending
+ * on its VCI and waited for with a sync object. A finished call then costs
+ * the host's nonblocking call and test: no VCI lock, shim request, pending
+ * set or progress ownership. Not while posts are queued (MPISHIM_PROGRESS=
+ * combine, offload): a direct post must not overtake a queued one. */
 typedef struct blocking_now {
     MPI_Status *status; /* the blocking call's */
     int done;           /* finished at the post: *req was not set */
