@@ -4,7 +4,6 @@
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sync/watchdog.h"
 #include "vci/comm.h"
