@@ -241,16 +241,24 @@ expect_watchdog() {
     grep -qE "^mpishim:     recv from 1 tag 79 on MPI_COMM_WORLD" "$2" || echo "the SIGUSR1 report misses tag 79"
 }
 
+# Awk rules shared by the checks that read the MPISHIM_STATS=1 table
+# (src/intercept/init.c print_stats): r is the rank of the table being read,
+# seen[r] is set, and vci_row is true on its per-VCI rows (11 columns, the
+# last at_post), so a change of the table's width is made here once.
+stats_rows='{ vci_row = 0 }
+         /^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
+         /^ +domain / { invci = 0 }
+         invci && NF == 11 && $1 ~ /^[0-9]+$/ { vci_row = 1 }'
+
 # The Fortran tests print "FT-EXPECT rank R sends S recvs V"; the per-VCI
 # table MPISHIM_STATS=1 prints at finalize must count exactly that on each
 # rank: no table or zeros means the runtime never saw the Fortran calls,
 # twice as many that a call was handled twice.
 expect_fortran_counted() {
     [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
-    awk '/^FT-EXPECT rank / { want[$3] = $5 " " $7; next }
-         /^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
-         /^ +domain / { invci = 0 }
-         invci && NF == 11 && $1 ~ /^[0-9]+$/ { s[r] += $2; v[r] += $3 }
+    awk "$stats_rows"'
+         /^FT-EXPECT rank / { want[$3] = $5 " " $7; next }
+         vci_row { s[r] += $2; v[r] += $3 }
          END {
              n = 0
              for (r in want) {
@@ -268,9 +276,8 @@ expect_fortran_counted() {
 # column, "at_post"), so that path was the one tested.
 expect_at_post() {
     [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
-    awk '/^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
-         /^ +domain / { invci = 0 }
-         invci && NF == 11 && $1 ~ /^[0-9]+$/ { n[r] += $11 }
+    awk "$stats_rows"'
+         vci_row { n[r] += $11 }
          END {
              k = 0
              for (r in seen) { k++; if (n[r] + 0 == 0) { print "rank " r ": no call finished at the post"; exit } }

@@ -231,14 +231,6 @@ static void now_count(msh_vci *v, int kind, uint64_t bytes)
     msh_vci_unlock(v);
 }
 
-static uint64_t bytes_of(int count, MPI_Datatype dt)
-{
-    int sz = 0;
-    if (count <= 0 || PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz < 0)
-        return 0;
-    return (uint64_t)sz * (uint64_t)count;
-}
-
 static int post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
                      MPI_Comm comm, MPI_Request *req, blocking_now *now)
 {
@@ -259,18 +251,18 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
         int locked = msh_host_enter();
         rc = now_test(solo_post_send(op, 0, buf, count, dt, dest, tag, rt.comm, &h), &h, now, locked);
         if (msh_cfg.stats && now->done && rc == MPI_SUCCESS)
-            now_count(rt.vci, MSH_KIND_SEND, bytes_of(count, dt));
+            now_count(rt.vci, MSH_KIND_SEND, msh_payload_bytes(count, dt));
         if (rc != MPI_SUCCESS || now->done)
             return rc;
         return now_adopt(rt.vci, h, MSH_KIND_SEND, dest, tag, comm, req, now,
-                         msh_cfg.stats ? bytes_of(count, dt) : 0);
+                         msh_cfg.stats ? msh_payload_bytes(count, dt) : 0);
     }
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, rt.comm, &r->host);
     if (msh_cfg.stats && rc == MPI_SUCCESS)
-        rt.vci->st.bytes += bytes_of(count, dt);
+        rt.vci->st.bytes += msh_payload_bytes(count, dt);
     r->procnull = dest == MPI_PROC_NULL;
     msh_watchdog_note(r, dest, tag, comm);
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);

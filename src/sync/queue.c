@@ -154,9 +154,8 @@ void msh_queue_drain(msh_vci *v)
             v->st.recvs++;
         } else {
             v->st.sends++;
-            int sz = 0;
-            if (msh_cfg.stats && PMPI_Type_size(r->q.dt, &sz) == MPI_SUCCESS)
-                v->st.bytes += (uint64_t)sz * (uint64_t)r->q.count;
+            if (msh_cfg.stats)
+                v->st.bytes += msh_payload_bytes(r->q.count, r->q.dt);
         }
     }
 }

@@ -231,6 +231,15 @@ static inline int msh_req_f2c(MPI_Fint f, MPI_Request *h)
 #endif
 }
 
+/* Payload bytes of count elements of dt (MPISHIM_STATS), 0 if unknown. */
+static inline uint64_t msh_payload_bytes(int count, MPI_Datatype dt)
+{
+    int sz = 0;
+    if (count <= 0 || PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz < 0)
+        return 0;
+    return (uint64_t)sz * (uint64_t)count;
+}
+
 /* Reserve the arena (once, at init). Returns 0 or -1. */
 int msh_req_arena_init(void);
 void msh_req_arena_fini(void);
