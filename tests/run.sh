@@ -420,6 +420,11 @@ for host in "${hosts[@]}"; do
         env MPISHIM_WATCHDOG=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_watchdog"
     run_case "$host mt_at_post np2 STATS: blocking calls finished at the post" expect_at_post \
         env MPISHIM_STATS=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_at_post"
+    # The solo path with sends and receives of different tags on different
+    # routes: MPI_Sendrecv then posts both and waits for each.
+    run_case "$host p2p_waitall_error np2 solo, MAP=tag" expect_ok \
+        env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_MAP=tag \
+        MPISHIM_ASSERT=no_any_tag "${launch[@]}" -np 2 "$hb/tests/mpi/p2p_waitall_error"
     # A receive left pending at finalize on the solo path is reported.
     run_case "$host MPISHIM_STATS=1 reports a pending solo-path request" expect_pending_reported \
         env MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/pending_irecv"

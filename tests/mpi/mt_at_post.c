@@ -16,10 +16,9 @@
  *      still with source, tag and MPI_ERROR untouched.
  *   3. MPI_Waitall of { Irecv, NULL, Irecv, NULL }: the null entries get
  *      the empty status (MPI_ANY_SOURCE, MPI_ANY_TAG, count 0).
- * (MPI_Waitall with a truncated receive is p2p_status_error's. Here, after
- * the phases above, it hung now and then on Open MPI on the solo path, with
- * this and the previous library alike, never raw: see the issue 15 note of
- * 2026-11-24.)
+ * (MPI_Waitall with a truncated receive is p2p_waitall_error's: Open MPI
+ * 4.1's own Waitall hangs when the receive was truncated before the call,
+ * which here happened now and then on the solo path.)
  * Under MPISHIM_STATS=1 the runner also checks that calls did finish at the
  * post (the "at_post" column), so the first path is really exercised. */
 #include "testutil.h"
