@@ -80,7 +80,7 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
         if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
-            PMPI_Wait(&r->host, &r->status);
+            r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
             atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
             atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_release);
             *handle = msh_req_handle(r);
