@@ -43,17 +43,11 @@ static int env_is(const char *name, const char *value)
     return v != NULL && strcmp(v, value) == 0;
 }
 
-/* The calls reach the host as the program made them. */
-static int host_native(void)
-{
-    return !env_is("TEST_EXPECT_SHIM", "active") || env_is("TEST_EXPECT_RUNTIME", "0");
-}
-
 /* Requests are host requests and arrays of them go to the host whole: the
  * solo fast path (on unless MPISHIM_SOLO=0; this program has one thread). */
 static int host_arrays(void)
 {
-    return host_native() || !env_is("MPISHIM_SOLO", "0");
+    return test_host_native() || !env_is("MPISHIM_SOLO", "0");
 }
 
 static int is_array_call(const char *call)
@@ -78,7 +72,7 @@ static int host_deviates(const char *call)
 
 static int host_reached(const char *call)
 {
-    return is_array_call(call) ? host_arrays() : host_native();
+    return is_array_call(call) ? host_arrays() : test_host_native();
 }
 
 static void preset(MPI_Status *st, int n)
@@ -510,7 +504,7 @@ static void error_paths(void)
      * at a time, so it runs there. */
     int host_hangs = 0;
 #if defined(OPEN_MPI) && OPEN_MPI
-    host_hangs = provided > MPI_THREAD_SERIALIZED && host_native() &&
+    host_hangs = provided > MPI_THREAD_SERIALIZED && test_host_native() &&
                  test_known_deviation("MPI_Waitall over a truncated receive can hang at the multiple "
                                       "thread level (not run)",
                                       "Open MPI 4.1.4");

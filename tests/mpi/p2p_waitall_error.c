@@ -107,9 +107,7 @@ int main(int argc, char **argv)
 
     int skip = 0;
 #if defined(OPEN_MPI) && OPEN_MPI && OMPI_MAJOR_VERSION < 5
-    const char *e = getenv("TEST_EXPECT_SHIM"), *rt = getenv("TEST_EXPECT_RUNTIME");
-    int native = !(e != NULL && strcmp(e, "active") == 0) || (rt != NULL && strcmp(rt, "0") == 0);
-    skip = native && provided > MPI_THREAD_SERIALIZED &&
+    skip = test_host_native() && provided > MPI_THREAD_SERIALIZED &&
            test_known_deviation("MPI_Waitall over a request that failed before the call never returns at the "
                                 "multiple thread level (cases 1-3 not run)",
                                 "Open MPI 4.1.4");

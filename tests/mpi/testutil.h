@@ -227,6 +227,15 @@ static int test_known_deviation(const char *what, const char *reference)
     return 1;
 }
 
+/* The program's calls reach the host as made: the shim absent or disabled,
+ * or its runtime off (TEST_EXPECT_RUNTIME=0). */
+__attribute__((unused))
+static int test_host_native(void)
+{
+    const char *e = getenv("TEST_EXPECT_SHIM"), *rt = getenv("TEST_EXPECT_RUNTIME");
+    return !(e != NULL && strcmp(e, "active") == 0) || (rt != NULL && strcmp(rt, "0") == 0);
+}
+
 /* MPICH 4.0.x (Debian ships 4.0.2), whose known bugs some tests tolerate. */
 #if defined(MPICH_NUMVERSION) && defined(MPICH_CALC_VERSION)
 #if MPICH_NUMVERSION < MPICH_CALC_VERSION(4, 1, 0, 0, 0)
