@@ -9,13 +9,15 @@
 #include "intercept/shim.h"
 #include "partitioned/part.h"
 
-/* After a successful constructor: record the new communicator. */
-static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info)
+/* After a successful constructor: record the new communicator (or, where it
+ * is MPI_COMM_NULL, take part in making its twins). */
+static int registered(int rc, MPI_Comm newcomm, MPI_Comm parent, MPI_Info info, msh_comm_twin_fn twin,
+                      const void *arg)
 {
-    if (rc != MPI_SUCCESS || newcomm == MPI_COMM_NULL)
+    if (rc != MPI_SUCCESS)
         return rc;
-    int r = msh_comm_register(newcomm, parent, info);
-    if (r == MPI_SUCCESS)
+    int r = msh_comm_register(newcomm, parent, info, twin, arg);
+    if (r == MPI_SUCCESS && newcomm != MPI_COMM_NULL)
         r = msh_part_comm_add(newcomm);
     return r == MPI_SUCCESS ? rc : msh_comm_error(parent != MPI_COMM_NULL ? parent : MPI_COMM_WORLD, r);
 }
@@ -31,8 +33,9 @@ static int part_registered(int rc, MPI_Comm newcomm)
 
 /* A constructor's body: the host call, then the bookkeeping, inside the
  * user's collective call. parent: the communicator whose hints the new one
- * inherits (only MPI_Comm_dup's); info: the hints given with the call. */
-#define MSH_CTOR(call, out, parent, info)                           \
+ * inherits (only MPI_Comm_dup's); info: the hints given with the call;
+ * twin(arg): how its duplicates are made (vci/comm.h). */
+#define MSH_CTOR_TWIN(call, out, parent, info, twin, arg)            \
     do {                                                            \
         if (!msh_on()) {                                            \
             int rc0 = (call);                                       \
@@ -40,52 +43,116 @@ static int part_registered(int rc, MPI_Comm newcomm)
         }                                                           \
         MSH_PASS_ENTER();                                           \
         int rc = (call);                                            \
-        rc = registered(rc, *(out), (parent), (info));              \
+        rc = registered(rc, *(out), (parent), (info), (twin), (arg)); \
         MSH_PASS_EXIT();                                            \
         return rc;                                                  \
     } while (0)
 
+/* Most constructors are collective over one communicator, scope: their
+ * twins are MPI_Comm_create over it with the new communicator's group
+ * (MPI_GROUP_EMPTY where the new one is MPI_COMM_NULL). */
+typedef struct {
+    MPI_Comm scope;
+    const MPI_Comm *made;
+} create_twin_arg;
+
+static int create_twin(const void *arg, MPI_Comm *out)
+{
+    const create_twin_arg *a = arg;
+    return msh_comm_congruent(a->scope, *a->made, out);
+}
+
+#define MSH_CTOR(scope, call, out, parent, info)                    \
+    do {                                                            \
+        create_twin_arg ta_ = { (scope), (out) };                   \
+        MSH_CTOR_TWIN(call, out, parent, info, create_twin, &ta_);  \
+    } while (0)
+
 MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Comm_dup(comm, newcomm), newcomm, comm, MPI_INFO_NULL);
+    MSH_CTOR(comm, PMPI_Comm_dup(comm, newcomm), newcomm, comm, MPI_INFO_NULL);
 }
 
 /* dup_with_info replaces the parent's hints with info's. */
 MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm, MPI_COMM_NULL, info);
+    MSH_CTOR(comm, PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm, MPI_COMM_NULL, info);
 }
 
 MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_CTOR(comm, PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Comm_split_type(comm, split_type, key, info, newcomm), newcomm, MPI_COMM_NULL, info);
+    MSH_CTOR(comm, PMPI_Comm_split_type(comm, split_type, key, info, newcomm), newcomm, MPI_COMM_NULL, info);
 }
 
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_CTOR(comm, PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+}
+
+/* The constructors whose twins cannot be MPI_Comm_create over one scope
+ * repeat themselves with the same arguments, which gives the same groups
+ * in the same order: MPI_Comm_create_group is collective over the group
+ * only, the intercommunicator constructors make what MPI_Comm_create
+ * over their input cannot. */
+typedef struct {
+    MPI_Comm comm;
+    MPI_Group group;
+    int tag;
+} create_group_arg;
+
+static int create_group_twin(const void *arg, MPI_Comm *out)
+{
+    const create_group_arg *a = arg;
+    return PMPI_Comm_create_group(a->comm, a->group, a->tag, out);
 }
 
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    create_group_arg a = { comm, group, tag };
+    MSH_CTOR_TWIN(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL,
+                  create_group_twin, &a);
+}
+
+typedef struct {
+    MPI_Comm local_comm, peer_comm;
+    int local_leader, remote_leader, tag;
+} intercomm_create_arg;
+
+static int intercomm_create_twin(const void *arg, MPI_Comm *out)
+{
+    const intercomm_create_arg *a = arg;
+    return PMPI_Intercomm_create(a->local_comm, a->local_leader, a->peer_comm, a->remote_leader, a->tag, out);
 }
 
 MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_Comm peer_comm, int remote_leader,
                                    int tag, MPI_Comm *newintercomm)
 {
-    MSH_CTOR(PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm),
-             newintercomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    intercomm_create_arg a = { local_comm, peer_comm, local_leader, remote_leader, tag };
+    MSH_CTOR_TWIN(PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm),
+                  newintercomm, MPI_COMM_NULL, MPI_INFO_NULL, intercomm_create_twin, &a);
+}
+
+typedef struct {
+    MPI_Comm intercomm;
+    int high;
+} merge_arg;
+
+static int merge_twin(const void *arg, MPI_Comm *out)
+{
+    const merge_arg *a = arg;
+    return PMPI_Intercomm_merge(a->intercomm, a->high, out);
 }
 
 MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
-    MSH_CTOR(PMPI_Intercomm_merge(intercomm, high, newintracomm), newintracomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    merge_arg a = { intercomm, high };
+    MSH_CTOR_TWIN(PMPI_Intercomm_merge(intercomm, high, newintracomm), newintracomm, MPI_COMM_NULL, MPI_INFO_NULL,
+                  merge_twin, &a);
 }
 
 /* MPI_Comm_free and MPI_Comm_disconnect (which also waits for the
@@ -153,25 +220,25 @@ MSH_EXPORT int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler)
 MSH_EXPORT int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[], int reorder,
                                MPI_Comm *comm_cart)
 {
-    MSH_CTOR(PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart), comm_cart, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_CTOR(comm_old, PMPI_Cart_create(comm_old, ndims, dims, periods, reorder, comm_cart), comm_cart, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *newcomm)
 {
-    MSH_CTOR(PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_CTOR(comm, PMPI_Cart_sub(comm, remain_dims, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Graph_create(MPI_Comm comm_old, int nnodes, const int indx[], const int edges[], int reorder,
                                 MPI_Comm *comm_graph)
 {
-    MSH_CTOR(PMPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph), comm_graph, MPI_COMM_NULL, MPI_INFO_NULL);
+    MSH_CTOR(comm_old, PMPI_Graph_create(comm_old, nnodes, indx, edges, reorder, comm_graph), comm_graph, MPI_COMM_NULL, MPI_INFO_NULL);
 }
 
 MSH_EXPORT int MPI_Dist_graph_create(MPI_Comm comm_old, int n, const int sources[], const int degrees[],
                                      const int destinations[], const int weights[], MPI_Info info, int reorder,
                                      MPI_Comm *comm_dist_graph)
 {
-    MSH_CTOR(PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder,
+    MSH_CTOR(comm_old, PMPI_Dist_graph_create(comm_old, n, sources, degrees, destinations, weights, info, reorder,
                                     comm_dist_graph),
              comm_dist_graph, MPI_COMM_NULL, info);
 }
@@ -181,7 +248,7 @@ MSH_EXPORT int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, c
                                               const int destweights[], MPI_Info info, int reorder,
                                               MPI_Comm *comm_dist_graph)
 {
-    MSH_CTOR(PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations,
+    MSH_CTOR(comm_old, PMPI_Dist_graph_create_adjacent(comm_old, indegree, sources, sourceweights, outdegree, destinations,
                                              destweights, info, reorder, comm_dist_graph),
              comm_dist_graph, MPI_COMM_NULL, info);
 }

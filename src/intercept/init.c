@@ -48,8 +48,9 @@ static int runtime_start(int serialized)
         return -1;
     }
     msh_comm_init();
-    msh_comm_register(MPI_COMM_WORLD, MPI_COMM_NULL, MPI_INFO_NULL);
-    msh_comm_register(MPI_COMM_SELF, MPI_COMM_NULL, MPI_INFO_NULL);
+    MPI_Comm world = MPI_COMM_WORLD, self = MPI_COMM_SELF;
+    msh_comm_register(world, MPI_COMM_NULL, MPI_INFO_NULL, msh_comm_twin_self, &world);
+    msh_comm_register(self, MPI_COMM_NULL, MPI_INFO_NULL, msh_comm_twin_self, &self);
     msh_solo_start(serialized);
     if (msh_watchdog_start(msh_cfg.watchdog) != 0)
         msh_log("cannot start the watchdog (MPISHIM_WATCHDOG); running without it");

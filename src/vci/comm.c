@@ -61,41 +61,83 @@ unsigned msh_info_asserts(MPI_Info info)
     return c.asserts;
 }
 
-int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info)
+int msh_comm_congruent(MPI_Comm scope, MPI_Comm like, MPI_Comm *out)
 {
+    MPI_Group g = MPI_GROUP_EMPTY;
+    int rc = like != MPI_COMM_NULL ? PMPI_Comm_group(like, &g) : MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = PMPI_Comm_create(scope, g, out);
+    if (g != MPI_GROUP_EMPTY)
+        PMPI_Group_free(&g);
+    if (rc != MPI_SUCCESS || *out == MPI_COMM_NULL)
+        return rc;
+    MPI_Errhandler eh;
+    if (PMPI_Comm_get_errhandler(like, &eh) == MPI_SUCCESS) {
+        PMPI_Comm_set_errhandler(*out, eh);
+        PMPI_Errhandler_free(&eh);
+    }
+    return MPI_SUCCESS;
+}
+
+int msh_comm_twin_self(const void *arg, MPI_Comm *out)
+{
+    MPI_Comm c = *(const MPI_Comm *)arg;
+    return msh_comm_congruent(c, c, out);
+}
+
+/* The k twins of c (non-NULL c only; on a process c excludes, the twins are
+ * made and come back MPI_COMM_NULL). */
+static int make_twins(MPI_Comm c, int k, msh_comm_twin_fn twin, const void *arg, MPI_Comm *dups)
+{
+    for (int i = 0; i < k; i++) {
+        MPI_Comm d = MPI_COMM_NULL;
+        int rc = twin(arg, &d);
+        if (rc == MPI_SUCCESS && (d == MPI_COMM_NULL) != (c == MPI_COMM_NULL))
+            rc = MPI_ERR_INTERN; /* not congruent: the constructor was not repeatable */
+        if (rc != MPI_SUCCESS) {
+            if (d != MPI_COMM_NULL)
+                PMPI_Comm_free(&d);
+            while (dups && i-- > 0)
+                PMPI_Comm_free(&dups[i]);
+            return rc;
+        }
+        if (dups)
+            dups[i] = d;
+    }
+    return MPI_SUCCESS;
+}
+
+int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_fn twin, const void *arg)
+{
+    msh_comm *pc = parent != MPI_COMM_NULL ? msh_comm_lookup(parent) : NULL;
+    unsigned info_asserts = (pc ? pc->info_asserts : 0) | msh_info_asserts(info);
+    unsigned asserts = msh_cfg.asserts | info_asserts;
+    msh_map_policy map = msh_map_effective(msh_cfg.map, asserts);
+    /* Spread over K duplicates, one per VCI: made here, inside the user's
+     * collective constructor, in the same order on every rank (rule 4). */
+    int k = map != MSH_MAP_COMM && msh_pool.n > 1 && twin ? msh_pool.n : 0;
     if (c == MPI_COMM_NULL)
-        return MPI_SUCCESS;
+        return make_twins(c, k, twin, arg, NULL);
     msh_comm *mc = calloc(1, sizeof *mc);
     if (!mc)
         return MPI_ERR_NO_MEM;
     mc->user = c;
     mc->h.key = msh_handle_key(&c, sizeof c);
     mc->vci = atomic_fetch_add_explicit(&next_home, 1, memory_order_relaxed) % msh_pool.n;
-    msh_comm *pc = parent != MPI_COMM_NULL ? msh_comm_lookup(parent) : NULL;
-    mc->info_asserts = (pc ? pc->info_asserts : 0) | msh_info_asserts(info);
-    mc->asserts = msh_cfg.asserts | mc->info_asserts;
-    mc->map = msh_map_effective(msh_cfg.map, mc->asserts);
+    mc->info_asserts = info_asserts;
+    mc->asserts = asserts;
+    mc->map = map;
     PMPI_Comm_rank(c, &mc->rank);
     PMPI_Comm_size(c, &mc->size);
     PMPI_Comm_test_inter(c, &mc->inter);
-    if (mc->map != MSH_MAP_COMM && msh_pool.n > 1) {
-        /* Spread over K duplicates, one per VCI: made here, inside the
-         * user's collective constructor, in the same order on every rank. */
-        int k = msh_pool.n;
+    if (k > 0) {
         mc->dups = calloc((size_t)k, sizeof *mc->dups);
-        if (!mc->dups) {
+        int rc = mc->dups ? make_twins(c, k, twin, arg, mc->dups) : MPI_ERR_NO_MEM;
+        if (rc != MPI_SUCCESS) {
+            free(mc->dups);
             free(mc);
-            return MPI_ERR_NO_MEM;
-        }
-        for (int i = 0; i < k; i++) {
-            int rc = PMPI_Comm_dup(c, &mc->dups[i]);
-            if (rc != MPI_SUCCESS) {
-                while (i-- > 0)
-                    PMPI_Comm_free(&mc->dups[i]);
-                free(mc->dups);
-                free(mc);
-                return rc;
-            }
+            return rc;
         }
         mc->ndups = k;
     }

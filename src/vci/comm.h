@@ -63,12 +63,35 @@ void msh_comm_init(void); /* at runtime start, before the first register */
  * track, or not a communicator). Lock-free. */
 msh_comm *msh_comm_lookup(MPI_Comm c);
 
-/* Record a communicator just created by the user's collective call.
+/* Makes one more communicator congruent with the one the user's constructor
+ * just made (same group, same ranks, MPI_COMM_NULL where that one is) by a
+ * host call collective over the same processes as the user's call. */
+typedef int (*msh_comm_twin_fn)(const void *arg, MPI_Comm *out);
+
+/* Record a communicator just created by the user's collective call (c may be
+ * MPI_COMM_NULL on processes the constructor left out).
  * parent: the communicator it was derived from (its info assertions are
  * inherited, MPI-4 sec. 7.4.2), or MPI_COMM_NULL; info: the constructor's
- * info argument or MPI_INFO_NULL. Makes the duplicates when the policy
- * spreads (collective over c). Returns MPI_SUCCESS or an error code. */
-int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info);
+ * info argument or MPI_INFO_NULL. When the policy spreads, makes the
+ * duplicates with twin(arg), on every process the user's call was
+ * collective over, c or not: never a constructor over c itself, whose
+ * group may differ from the call's (Open MPI 4.1 hangs when threads make
+ * communicators over different groups at once, tests/mpi/comm_threads.c),
+ * and never MPI_Comm_dup, which would run the user's attribute copy
+ * callbacks again (tests/mpi/comm_attr.c). Returns MPI_SUCCESS or an
+ * error code. */
+int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_fn twin, const void *arg);
+
+/* A communicator congruent with like, made by MPI_Comm_create over scope
+ * (collective over scope, which contains like's group; like may be
+ * MPI_COMM_NULL, then *out is too), with like's error handler: no
+ * attributes are copied. */
+int msh_comm_congruent(MPI_Comm scope, MPI_Comm like, MPI_Comm *out);
+
+/* A twin function for a communicator made outside any constructor the shim
+ * sees (MPI_COMM_WORLD, MPI_COMM_SELF): arg points to it, and it is its own
+ * scope. */
+int msh_comm_twin_self(const void *arg, MPI_Comm *out);
 
 /* Forget c, freeing its duplicates (collective over c, called from
  * MPI_Comm_free before the host frees c). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "vci/comm.h"
 #include "vci/vci.h"
 
 msh_htab msh_win_table = MSH_HTAB_INIT;
@@ -81,18 +82,19 @@ static int make_first(msh_win_args *a, MPI_Aint size, MPI_Win *w)
     }
 }
 
-/* Window i > 0: over window 0's memory (or dynamic, attached later). */
-static int make_more(msh_win_args *a, void *base, MPI_Win *w)
+/* Window i > 0: over window 0's memory (or dynamic, attached later), on
+ * comm, congruent with the user's. */
+static int make_more(msh_win_args *a, MPI_Comm comm, void *base, MPI_Win *w)
 {
     int rc;
     if (a->flavor == MPI_WIN_FLAVOR_DYNAMIC)
-        rc = PMPI_Win_create_dynamic(a->info, a->comm, w);
+        rc = PMPI_Win_create_dynamic(a->info, comm, w);
 #if MPI_VERSION >= 4
     else if (a->large)
-        rc = PMPI_Win_create_c(base, a->size, a->disp_unit, a->info, a->comm, w);
+        rc = PMPI_Win_create_c(base, a->size, a->disp_unit, a->info, comm, w);
 #endif
     else
-        rc = PMPI_Win_create(base, a->size, (int)a->disp_unit, a->info, a->comm, w);
+        rc = PMPI_Win_create(base, a->size, (int)a->disp_unit, a->info, comm, w);
     if (rc == MPI_SUCCESS)
         PMPI_Win_set_errhandler(*w, MPI_ERRORS_RETURN);
     return rc;
@@ -100,8 +102,8 @@ static int make_more(msh_win_args *a, void *base, MPI_Win *w)
 
 static void entry_free(msh_win *e)
 {
-    if (e->arrive != MPI_COMM_NULL)
-        PMPI_Comm_free(&e->arrive);
+    if (e->inner != MPI_COMM_NULL)
+        PMPI_Comm_free(&e->inner);
     free(e->wins);
     free(e->tmap);
     free(e->sizes);
@@ -116,7 +118,7 @@ static int entry_new(msh_win_args *a, MPI_Win w, int k, msh_win **out)
     msh_win *e = calloc(1, sizeof *e);
     if (!e)
         return MPI_ERR_NO_MEM;
-    e->arrive = MPI_COMM_NULL;
+    e->arrive = e->inner = MPI_COMM_NULL;
     e->user = w;
     e->h.key = msh_handle_key(&w, sizeof w);
     e->k = k;
@@ -173,16 +175,24 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     }
     void *base = a->flavor == MPI_WIN_FLAVOR_CREATE ? a->base
                  : a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? NULL : *(void **)a->baseptr;
+    /* The internal windows go over a communicator congruent with the user's
+     * but without its attributes: both hosts copy the communicator (and run
+     * the user's attribute copy callbacks) in every window constructor, and
+     * the program should see that once per window, as without the shim.
+     * Not MPI_Comm_dup for the same reason. A passive window uses it for
+     * its barrier. */
+    if ((k > 1 || agree[1]) && (rc = msh_comm_congruent(a->comm, a->comm, &e->inner)) != MPI_SUCCESS)
+        goto fail;
     for (int i = 1; i < k; i++) {
-        rc = make_more(a, base, &e->wins[i]);
+        rc = make_more(a, e->inner, base, &e->wins[i]);
         if (rc != MPI_SUCCESS) {
             while (--i > 0)
                 PMPI_Win_free(&e->wins[i]);
             goto fail;
         }
     }
-    if (agree[1] && (rc = PMPI_Comm_dup(a->comm, &e->arrive)) != MPI_SUCCESS)
-        e->arrive = MPI_COMM_NULL;
+    if (agree[1])
+        e->arrive = e->inner;
     if (rc == MPI_SUCCESS)
         rc = msh_htab_insert(&msh_win_table, &e->h);
     if (rc == MPI_SUCCESS) {
@@ -235,7 +245,7 @@ static void fini_entry(msh_hent *h, void *arg)
 {
     msh_win *e = (msh_win *)h;
     ++*(int *)arg;
-    e->arrive = MPI_COMM_NULL; /* like the windows themselves: the host's finalize */
+    e->arrive = e->inner = MPI_COMM_NULL; /* like the windows themselves: the host's finalize */
     entry_free(e);
 }
 

@@ -62,10 +62,15 @@ typedef struct msh_win {
     MPI_Aint size;              /* the user's size (MPI_WIN_SIZE) */
     MPI_Aint *sizes;            /* every rank's user size, when rounded */
     _Atomic uint64_t exposed;   /* PSCW: internal windows whose exposure epoch is open */
+    MPI_Comm inner;             /* congruent with the window's communicator, without its
+                                 * attributes: internal windows 1..k-1 are made over it,
+                                 * and it lives as long as they do (MPICH 4.0 names a
+                                 * window after its communicator's context id: freed
+                                 * early, the id comes back for another window, and
+                                 * accumulates land in the wrong one); or MPI_COMM_NULL */
     MPI_Comm arrive;            /* fence over passive target (MPISHIM_WIN_FENCE, info
-                                 * mpishim_win_fence = passive): a private duplicate of
-                                 * the window's communicator for the fence's barrier;
-                                 * else MPI_COMM_NULL */
+                                 * mpishim_win_fence = passive): inner, for the fence's
+                                 * barrier; else MPI_COMM_NULL */
 } msh_win;
 
 extern msh_htab msh_win_table;
