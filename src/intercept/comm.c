@@ -79,10 +79,6 @@ MSH_EXPORT int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *ne
     MSH_CTOR(comm, PMPI_Comm_dup_with_info(comm, info, newcomm), newcomm, MPI_COMM_NULL, info);
 }
 
-MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
-{
-    MSH_CTOR(comm, PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
-}
 
 MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm *newcomm)
 {
@@ -96,9 +92,28 @@ MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm
 
 /* The constructors whose twins cannot be MPI_Comm_create over one scope
  * repeat themselves with the same arguments, which gives the same groups
- * in the same order: MPI_Comm_create_group is collective over the group
- * only, the intercommunicator constructors make what MPI_Comm_create
- * over their input cannot. */
+ * in the same order: MPI_Comm_split (see split_twin), MPI_Comm_create_group
+ * (collective over the group only) and the intercommunicator constructors,
+ * which make what MPI_Comm_create over their input cannot. */
+typedef struct {
+    MPI_Comm comm;
+    int color, key;
+} split_arg;
+
+/* Not MPI_Comm_create: on an intercommunicator its group must be the same
+ * on every process of a side, which a split's colors are not. */
+static int split_twin(const void *arg, MPI_Comm *out)
+{
+    const split_arg *a = arg;
+    return PMPI_Comm_split(a->comm, a->color, a->key, out);
+}
+
+MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
+{
+    split_arg a = { comm, color, key };
+    MSH_CTOR_TWIN(PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, split_twin, &a);
+}
+
 typedef struct {
     MPI_Comm comm;
     MPI_Group group;

@@ -26,6 +26,34 @@ static void ring_traffic(MPI_Comm comm, int tag, int magic, const char *what)
           st.MPI_SOURCE, st.MPI_TAG);
 }
 
+/* Every process sends to every remote rank of the intercommunicator on
+ * tags 0..3 and receives from each by source and tag, in reverse order:
+ * payload {sender's local rank, tag}. */
+static void inter_traffic(MPI_Comm inter, const char *what)
+{
+    int lr, ls, rs;
+    test_rank_size(inter, &lr, &ls);
+    CHECK_MPI(MPI_Comm_remote_size(inter, &rs));
+    CHECK(rs <= 16, "%s: remote size %d", what, rs);
+    int sb[16][4][2], rb[2];
+    MPI_Request rq[64];
+    for (int j = 0; j < rs; j++)
+        for (int t = 0; t < 4; t++) {
+            sb[j][t][0] = lr;
+            sb[j][t][1] = t;
+            CHECK_MPI(MPI_Isend(sb[j][t], 2, MPI_INT, j, t, inter, &rq[4 * j + t]));
+        }
+    for (int j = rs - 1; j >= 0; j--)
+        for (int t = 3; t >= 0; t--) {
+            MPI_Status st;
+            CHECK_MPI(MPI_Recv(rb, 2, MPI_INT, j, t, inter, &st));
+            CHECK(rb[0] == j && rb[1] == t && st.MPI_SOURCE == j && st.MPI_TAG == t,
+                  "%s: from %d tag %d got {%d,%d}, status source %d tag %d", what, j, t, rb[0], rb[1], st.MPI_SOURCE,
+                  st.MPI_TAG);
+        }
+    CHECK_MPI(MPI_Waitall(4 * rs, rq, MPI_STATUSES_IGNORE));
+}
+
 static void intercomm(void)
 {
     int color = wrank % 2;
@@ -102,6 +130,17 @@ static void intercomm(void)
         CHECK_MPI(MPI_Waitall(rsize, rq, MPI_STATUSES_IGNORE));
     }
     CHECK_MPI(MPI_Barrier(inter));
+
+    /* A duplicate of the intercommunicator, and a split of it into two
+     * intercommunicators where a half has two ranks or more. */
+    MPI_Comm idup, isplit;
+    CHECK_MPI(MPI_Comm_dup(inter, &idup));
+    inter_traffic(idup, "intercomm dup");
+    CHECK_MPI(MPI_Comm_split(inter, lrank % 2, lrank, &isplit));
+    CHECK(isplit != MPI_COMM_NULL, "intercomm split: no communicator");
+    inter_traffic(isplit, "intercomm split");
+    CHECK_MPI(MPI_Comm_free(&isplit));
+    CHECK_MPI(MPI_Comm_free(&idup));
 
     /* merge: the even half (high = 0) is ordered first */
     CHECK_MPI(MPI_Intercomm_merge(inter, color, &merged));
