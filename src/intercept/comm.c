@@ -50,7 +50,9 @@ static int part_registered(int rc, MPI_Comm newcomm)
 
 /* Most constructors are collective over one communicator, scope: their
  * twins are MPI_Comm_create over it with the new communicator's group
- * (MPI_GROUP_EMPTY where the new one is MPI_COMM_NULL). */
+ * (MPI_GROUP_EMPTY where the new one is MPI_COMM_NULL, which only an
+ * intracommunicator scope allows; the constructors that use this on an
+ * intercommunicator, the dups, leave nobody out). */
 typedef struct {
     MPI_Comm scope;
     const MPI_Comm *made;
@@ -85,16 +87,12 @@ MSH_EXPORT int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_I
     MSH_CTOR(comm, PMPI_Comm_split_type(comm, split_type, key, info, newcomm), newcomm, MPI_COMM_NULL, info);
 }
 
-MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
-{
-    MSH_CTOR(comm, PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL);
-}
-
 /* The constructors whose twins cannot be MPI_Comm_create over one scope
  * repeat themselves with the same arguments, which gives the same groups
- * in the same order: MPI_Comm_split (see split_twin), MPI_Comm_create_group
- * (collective over the group only) and the intercommunicator constructors,
- * which make what MPI_Comm_create over their input cannot. */
+ * in the same order: MPI_Comm_split and MPI_Comm_create (see theirs),
+ * MPI_Comm_create_group (collective over the group only) and the
+ * intercommunicator constructors, which make what MPI_Comm_create over
+ * their input cannot. */
 typedef struct {
     MPI_Comm comm;
     int color, key;
@@ -112,6 +110,26 @@ MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newco
 {
     split_arg a = { comm, color, key };
     MSH_CTOR_TWIN(PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, split_twin, &a);
+}
+
+/* Again, not with the new communicator's group: on an intercommunicator
+ * the processes left out would pass MPI_GROUP_EMPTY where their side's
+ * members pass the group, and Open MPI 4.1 hangs (intercomm.c). */
+typedef struct {
+    MPI_Comm comm;
+    MPI_Group group;
+} create_arg;
+
+static int create_again(const void *arg, MPI_Comm *out)
+{
+    const create_arg *a = arg;
+    return PMPI_Comm_create(a->comm, a->group, out);
+}
+
+MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    create_arg a = { comm, group };
+    MSH_CTOR_TWIN(PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, create_again, &a);
 }
 
 typedef struct {

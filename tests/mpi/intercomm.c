@@ -141,6 +141,23 @@ static void intercomm(void)
     inter_traffic(isplit, "intercomm split");
     CHECK_MPI(MPI_Comm_free(&isplit));
     CHECK_MPI(MPI_Comm_free(&idup));
+    /* MPI_Comm_create on it with each side's local rank 0 only: the others
+     * get MPI_COMM_NULL (on an intercommunicator every process of a side
+     * passes the same group). */
+    MPI_Group lg, first;
+    MPI_Comm icreate;
+    int zero = 0;
+    CHECK_MPI(MPI_Comm_group(inter, &lg));
+    CHECK_MPI(MPI_Group_incl(lg, 1, &zero, &first));
+    CHECK_MPI(MPI_Comm_create(inter, first, &icreate));
+    CHECK((icreate == MPI_COMM_NULL) == (lrank != 0), "intercomm create: local rank %d got %s", lrank,
+          icreate == MPI_COMM_NULL ? "MPI_COMM_NULL" : "a communicator");
+    if (icreate != MPI_COMM_NULL) {
+        inter_traffic(icreate, "intercomm create");
+        CHECK_MPI(MPI_Comm_free(&icreate));
+    }
+    CHECK_MPI(MPI_Group_free(&first));
+    CHECK_MPI(MPI_Group_free(&lg));
 
     /* merge: the even half (high = 0) is ordered first */
     CHECK_MPI(MPI_Intercomm_merge(inter, color, &merged));
