@@ -7,6 +7,9 @@
 # turn, blocking and windowed nonblocking messages of 0..1024 bytes on one
 # communicator with one tag. Configurations:
 #   raw          mpirun -np 2 threads (no shim)
+#   raw-test     the same with -w test: no thread waits inside the host (the
+#                form of design rules 2 and 3), to tell the host's cost of
+#                that form from the shim's own
 #   default      through build/mpishim, no MPISHIM_* set
 #   vci          ... MPISHIM_PROGRESS=vci
 #   global-spin  ... MPISHIM_PROGRESS=global MPISHIM_WAIT=spin
@@ -36,7 +39,7 @@ bench_posint BENCH_RUNS "$runs"
 bench_posint BENCH_TIMEOUT "$tmo"
 bench_hosts "$@"
 bench_start
-configs=(raw default vci global-spin combine offload)
+configs=(raw raw-test default vci global-spin combine offload)
 
 bench_configs() { echo "${configs[*]}"; }
 
@@ -47,6 +50,7 @@ bench_run() {
     read -r -a flags <<< "$MPIRUN_FLAGS"
     case $cfg in
         raw)         cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
+        raw-test)    cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog" -w test) ;;
         default)     cmd=("$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         vci)         cmd=(env MPISHIM_PROGRESS=vci "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         global-spin) cmd=(env MPISHIM_PROGRESS=global MPISHIM_WAIT=spin
@@ -60,7 +64,7 @@ bench_run() {
     rc=$?
     line=$(grep -m 1 '^threads: ' <<< "$out")
     local want=1
-    [ "$cfg" = raw ] && want=0
+    [ "${cfg%-test}" = raw ] && want=0
     if [ $rc -eq 0 ] && [ -n "$line" ] && grep -q " shim=$want " <<< "$line"; then
         local v
         v=$(sed -E 's/.*procnull=([0-9.]+) blocking=([0-9.]+) nonblocking=([0-9.]+) total=([0-9.]+).*/\1,\2,\3,\4/' <<< "$line")

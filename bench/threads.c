@@ -13,14 +13,20 @@
  *   nonblocking  windows of 16 MPI_Isend/MPI_Irecv + MPI_Waitall, same sizes.
  * The received data is checked (every byte the sender's pattern for that size).
  *
- * Usage: mpirun -np 2 threads [-t T] [-l LOOPS] [-p PHASES]
+ * Usage: mpirun -np 2 threads [-t T] [-l LOOPS] [-p PHASES] [-w test]
  * (defaults T = 4, LOOPS = 1000, PHASES = pbn: the letters of the phases to
  * run, for profiling one of them; a phase not run reports 0).
+ * -w test: no thread ever waits inside MPI. A blocking call becomes the
+ * nonblocking one plus MPI_Test, a window's MPI_Waitall becomes MPI_Testsome
+ * passes, and a thread whose test found nothing calls sched_yield. This is
+ * the form design rule 2 gives the shim's calls (and rule 3 its Testsome),
+ * run on the raw host: what the host charges for it, without the shim.
  * Output (rank 0), one line:
  *   threads: T=4 loops=1000 shim=0|1 procnull=S blocking=S nonblocking=S total=S
  * seconds of each phase (max over ranks).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -33,6 +39,7 @@
 
 static int nthreads = 4, loops = 1000;
 static const char *phases = "pbn";
+static int test_mode; /* -w test */
 static int peer_of_rank, procnull, blocking, msg;
 static pthread_barrier_t bar;
 
@@ -41,6 +48,33 @@ static void check_data(const unsigned char *b, int n)
     for (int i = 0; i < n; i++)
         if (b[i] != (unsigned char)(n + i))
             die("received data differs from what was sent");
+}
+
+/* -w test: complete req by MPI_Test calls, yielding between them. */
+static void test_one(MPI_Request *req, const char *what)
+{
+    int flag = 0;
+    for (;;) {
+        check_mpi(MPI_Test(req, &flag, MPI_STATUS_IGNORE), what);
+        if (flag)
+            return;
+        sched_yield();
+    }
+}
+
+/* -w test: complete a window by MPI_Testsome passes, yielding after a
+ * pass that completed nothing. */
+static void test_window(MPI_Request *rq, MPI_Status *st)
+{
+    int left = WIN, idx[WIN], n;
+    while (left > 0) {
+        check_mpi(MPI_Testsome(WIN, rq, &n, idx, st), "MPI_Testsome");
+        if (n == MPI_UNDEFINED)
+            break;
+        left -= n;
+        if (n == 0)
+            sched_yield();
+    }
 }
 
 static void *run(void *arg)
@@ -56,10 +90,17 @@ static void *run(void *arg)
     for (int l = 0; l < loops; l++) {
         if (blocking) {
             for (int j = 0; j < WIN; j++) {
-                if (sender)
+                if (test_mode) {
+                    if (sender)
+                        check_mpi(MPI_Isend(sb, msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &rq[0]), "MPI_Isend");
+                    else
+                        check_mpi(MPI_Irecv(rb[0], msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &rq[0]), "MPI_Irecv");
+                    test_one(&rq[0], "MPI_Test");
+                } else if (sender) {
                     check_mpi(MPI_Send(sb, msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD), "MPI_Send");
-                else
+                } else {
                     check_mpi(MPI_Recv(rb[0], msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Recv");
+                }
             }
             if (!sender && !procnull)
                 check_data(rb[0], msg);
@@ -71,7 +112,10 @@ static void *run(void *arg)
             else
                 check_mpi(MPI_Irecv(rb[j], msg, MPI_BYTE, peer, 0, MPI_COMM_WORLD, &rq[j]), "MPI_Irecv");
         }
-        check_mpi(MPI_Waitall(WIN, rq, st), "MPI_Waitall");
+        if (test_mode)
+            test_window(rq, st);
+        else
+            check_mpi(MPI_Waitall(WIN, rq, st), "MPI_Waitall");
         if (!sender)
             for (int j = 0; j < WIN; j++)
                 check_data(rb[j], msg);
@@ -107,15 +151,17 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((c = getopt(argc, argv, "t:l:p:")) != -1) {
+    while ((c = getopt(argc, argv, "t:l:p:w:")) != -1) {
         if (c == 't')
             nthreads = atoi(optarg);
         else if (c == 'l')
             loops = atoi(optarg);
         else if (c == 'p')
             phases = optarg;
+        else if (c == 'w' && strcmp(optarg, "test") == 0)
+            test_mode = 1;
         else
-            die("usage: threads [-t T] [-l LOOPS] [-p PHASES]");
+            die("usage: threads [-t T] [-l LOOPS] [-p PHASES] [-w test]");
     }
     if (provided < MPI_THREAD_MULTIPLE)
         die("MPI_THREAD_MULTIPLE not provided");
