@@ -62,7 +62,8 @@ MSH_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int roo
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
 #if defined(OPEN_MPI)
-    if (count > 0 && zero_size(datatype))
+    /* an intercommunicator's MPI_PROC_NULL ranks pass no significant type */
+    if (count > 0 && root != MPI_PROC_NULL && zero_size(datatype))
         count = 0;
 #endif
     int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, &r);
