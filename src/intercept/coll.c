@@ -162,9 +162,9 @@ static int nbr_probe(int kind)
 }
 
 /* The receive-block permutation for comm: NULL when the twin is used as it
- * is, else a malloc'd array of its in-degree with perm[i] = i ^ 1 in the
+ * is, else a malloc'd array of its in-degree *n with perm[i] = i ^ 1 in the
  * periodic dimensions of 1 or 2 processes. Called inside msh_coll_enter. */
-static int *nbr_perm(int kind, MPI_Comm comm)
+static int *nbr_perm(int kind, MPI_Comm comm, int *n)
 {
     int topo = MPI_UNDEFINED, nd = 0;
     if (comm == MPI_COMM_NULL || PMPI_Topo_test(comm, &topo) != MPI_SUCCESS || topo != MPI_CART ||
@@ -189,6 +189,7 @@ static int *nbr_perm(int kind, MPI_Comm comm)
         goto out;
     for (int i = 0; i < 2 * nd; i++)
         perm[i] = periods[i / 2] && dims[i / 2] <= 2 ? i ^ 1 : i;
+    *n = 2 * nd;
 out:
     free(dims);
     return perm;
@@ -208,10 +209,8 @@ MSH_EXPORT int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Dat
         return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
-    int *perm = nbr_perm(NBR_A2A, comm), *arr = NULL, rc, n = 0;
+    int n = 0, rc, *arr = NULL, *perm = nbr_perm(NBR_A2A, comm, &n);
     if (perm != NULL) {
-        PMPI_Cartdim_get(comm, &n);
-        n *= 2;
         /* int displacements in units of the block's extent: i * count must fit */
         if ((long long)n * (sendcount > recvcount ? sendcount : recvcount) <= INT_MAX)
             arr = malloc(4 * (size_t)n * sizeof *arr);
@@ -243,10 +242,8 @@ MSH_EXPORT int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[
                                        recvtype, comm);
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
-    int *perm = nbr_perm(NBR_A2AV, comm), *arr = NULL, n = 0;
+    int n = 0, *arr = NULL, *perm = nbr_perm(NBR_A2AV, comm, &n);
     if (perm != NULL) {
-        PMPI_Cartdim_get(comm, &n);
-        n *= 2;
         arr = malloc(2 * (size_t)n * sizeof *arr);
     }
     if (arr != NULL) {
@@ -272,12 +269,10 @@ MSH_EXPORT int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[
                                        recvtypes, comm);
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
-    int *perm = nbr_perm(NBR_A2AW, comm), *cnt = NULL, n = 0;
+    int n = 0, *cnt = NULL, *perm = nbr_perm(NBR_A2AW, comm, &n);
     MPI_Aint *dsp = NULL;
     MPI_Datatype *ty = NULL;
     if (perm != NULL) {
-        PMPI_Cartdim_get(comm, &n);
-        n *= 2;
         cnt = malloc((size_t)n * sizeof *cnt);
         dsp = malloc((size_t)n * sizeof *dsp);
         ty = malloc((size_t)n * sizeof *ty);
