@@ -36,7 +36,7 @@ static int zero_size(MPI_Datatype type)
 
 /* counts of a zero-size type, as an array with positive entries 0 (negative
  * ones stay for the host to report), or counts itself when nothing changes.
- * *owned is what to free after the call. */
+ * *owned (NULL on entry) is what to free after the call. */
 static const int *empty_counts(const int counts[], MPI_Datatype type, MPI_Comm comm, int **owned)
 {
     int inter = 0, n = 0;
@@ -49,7 +49,6 @@ static const int *empty_counts(const int counts[], MPI_Datatype type, MPI_Comm c
         return counts;
     for (int i = 0; i < n; i++)
         z[i] = counts[i] > 0 ? 0 : counts[i];
-    free(*owned);
     *owned = z;
     return z;
 }
@@ -210,11 +209,9 @@ MSH_EXPORT int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Dat
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, rc, *arr = NULL, *perm = nbr_perm(NBR_A2A, comm, &n);
-    if (perm != NULL) {
-        /* int displacements in units of the block's extent: i * count must fit */
-        if ((long long)n * (sendcount > recvcount ? sendcount : recvcount) <= INT_MAX)
-            arr = malloc(4 * (size_t)n * sizeof *arr);
-    }
+    /* int displacements in units of the block's extent: i * count must fit */
+    if (perm != NULL && (long long)n * (sendcount > recvcount ? sendcount : recvcount) <= INT_MAX)
+        arr = malloc(4 * (size_t)n * sizeof *arr);
     if (arr != NULL) { /* as Ineighbor_alltoallv with the receive pairs exchanged */
         int *scnt = arr, *sdsp = arr + n, *rcnt = arr + 2 * n, *rdsp = arr + 3 * n;
         for (int i = 0; i < n; i++) {
@@ -243,9 +240,8 @@ MSH_EXPORT int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, *arr = NULL, *perm = nbr_perm(NBR_A2AV, comm, &n);
-    if (perm != NULL) {
+    if (perm != NULL)
         arr = malloc(2 * (size_t)n * sizeof *arr);
-    }
     if (arr != NULL) {
         NBR_PERMUTED(recvcounts, perm, n, arr);
         NBR_PERMUTED(rdispls, perm, n, arr + n);
