@@ -40,20 +40,16 @@ int msh_vci_pool_init(int n, int serialized)
     return 0;
 }
 
+/* Counts what is still pending; frees nothing. A thread whose last call
+ * is still returning when the main thread finalizes (MPICH's test
+ * threads/comm/ctxidup; erroneous, but both hosts survive it) retires its
+ * request into its VCI's cache under the VCI's lock after that: the VCIs,
+ * their locks and their pending sets stay valid until the process exits, as
+ * the request arena does (tests/mpi/mt_finalize_late). */
 int msh_vci_pool_fini(void)
 {
     int leaked = 0;
-    for (int i = 0; i < msh_pool.n; i++) {
-        msh_vci *v = &msh_pool.v[i];
-        leaked += v->npending;
-        free(v->hreqs);
-        free(v->sreqs);
-        free(v->out_idx);
-        free(v->out_st);
-        pthread_mutex_destroy(&v->own_lock);
-    }
-    free(msh_pool.v);
-    msh_pool.v = NULL;
-    msh_pool.n = 0;
+    for (int i = 0; i < msh_pool.n; i++)
+        leaked += msh_pool.v[i].npending;
     return leaked;
 }

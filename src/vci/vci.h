@@ -99,8 +99,8 @@ static inline void msh_host_exit(int locked)
 }
 
 int msh_vci_pool_init(int n, int serialized);
-/* Frees the pool; returns the number of requests still pending (leaked by
- * the program) so that finalize can report them. */
+/* At finalize: returns the number of requests still pending (leaked by the
+ * program) so that finalize can report them. Frees nothing (see vci.c). */
 int msh_vci_pool_fini(void);
 
 static inline msh_vci *msh_vci_get(int i) { return &msh_pool.v[i]; }
