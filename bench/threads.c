@@ -13,7 +13,7 @@
  *   nonblocking  windows of 16 MPI_Isend/MPI_Irecv + MPI_Waitall, same sizes.
  * The received data is checked (every byte the sender's pattern for that size).
  *
- * Usage: mpirun -np 2 threads [-t T] [-l LOOPS] [-p PHASES] [-w test]
+ * Usage: mpirun -np 2 threads [-t T] [-l LOOPS] [-p PHASES] [-w test] [-b spin]
  * (defaults T = 4, LOOPS = 1000, PHASES = pbn: the letters of the phases to
  * run, for profiling one of them; a phase not run reports 0).
  * -w test: no thread ever waits inside MPI. A blocking call becomes the
@@ -21,6 +21,10 @@
  * passes, and a thread whose test found nothing calls sched_yield. This is
  * the form design rule 2 gives the shim's calls (and rule 3 its Testsome),
  * run on the raw host: what the host charges for it, without the shim.
+ * -b spin: the thread barrier spins (a mutex locked and unlocked in a loop,
+ * never yielding), as the MPICH test's own MTest_thread_barrier does; the
+ * default is a pthread barrier, which sleeps. Threads that finish first then
+ * compete for the core with those still communicating.
  * Output (rank 0), one line:
  *   threads: T=4 loops=1000 shim=0|1 procnull=S blocking=S nonblocking=S total=S
  * seconds of each phase (max over ranks).
@@ -42,6 +46,29 @@ static const char *phases = "pbn";
 static int test_mode; /* -w test */
 static int peer_of_rank, procnull, blocking, msg;
 static pthread_barrier_t bar;
+static int spin_barrier; /* -b spin */
+static pthread_mutex_t sb_mtx = PTHREAD_MUTEX_INITIALIZER;
+static int sb_count, sb_gen, sb_n; /* under sb_mtx */
+
+static void barrier_wait(void)
+{
+    if (!spin_barrier) {
+        pthread_barrier_wait(&bar);
+        return;
+    }
+    pthread_mutex_lock(&sb_mtx);
+    int gen = sb_gen;
+    if (++sb_count == sb_n) {
+        sb_count = 0;
+        sb_gen++;
+    }
+    pthread_mutex_unlock(&sb_mtx);
+    for (int g = gen; g == gen;) {
+        pthread_mutex_lock(&sb_mtx);
+        g = sb_gen;
+        pthread_mutex_unlock(&sb_mtx);
+    }
+}
 
 static void check_data(const unsigned char *b, int n)
 {
@@ -86,7 +113,7 @@ static void *run(void *arg)
     int peer = procnull ? MPI_PROC_NULL : peer_of_rank, sender = rank % 2 == 0;
     for (int i = 0; i < msg; i++)
         sb[i] = (unsigned char)(msg + i);
-    pthread_barrier_wait(&bar);
+    barrier_wait();
     for (int l = 0; l < loops; l++) {
         if (blocking) {
             for (int j = 0; j < WIN; j++) {
@@ -120,7 +147,7 @@ static void *run(void *arg)
             for (int j = 0; j < WIN; j++)
                 check_data(rb[j], msg);
     }
-    pthread_barrier_wait(&bar);
+    barrier_wait();
     return NULL;
 }
 
@@ -132,6 +159,7 @@ static double phase(void)
         pthread_t th[MAXT];
         check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
         pthread_barrier_init(&bar, NULL, (unsigned)nt);
+        sb_n = nt;
         for (int i = 1; i < nt; i++)
             if (pthread_create(&th[i], NULL, run, NULL) != 0)
                 die("pthread_create failed");
@@ -151,7 +179,7 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    while ((c = getopt(argc, argv, "t:l:p:w:")) != -1) {
+    while ((c = getopt(argc, argv, "t:l:p:w:b:")) != -1) {
         if (c == 't')
             nthreads = atoi(optarg);
         else if (c == 'l')
@@ -160,8 +188,10 @@ int main(int argc, char **argv)
             phases = optarg;
         else if (c == 'w' && strcmp(optarg, "test") == 0)
             test_mode = 1;
+        else if (c == 'b' && strcmp(optarg, "spin") == 0)
+            spin_barrier = 1;
         else
-            die("usage: threads [-t T] [-l LOOPS] [-p PHASES] [-w test]");
+            die("usage: threads [-t T] [-l LOOPS] [-p PHASES] [-w test] [-b spin]");
     }
     if (provided < MPI_THREAD_MULTIPLE)
         die("MPI_THREAD_MULTIPLE not provided");
