@@ -209,9 +209,7 @@ MSH_EXPORT int MPI_Finalize(void)
         msh_watchdog_stop();
         msh_progress_fini();
         msh_queue_fini();
-        int pending = 0;
-        for (int i = 0; i < msh_pool.n; i++)
-            pending += msh_pool.v[i].npending;
+        int pending = msh_vci_pool_fini(); /* counts; the VCIs stay valid (vci.c) */
         atomic_store_explicit(&msh_solo_on, 0, memory_order_release);
         msh_state_set(MSH_STATE_ACTIVE); /* from here on, everything is forwarded */
         if (!msh_pool.serialized)
@@ -222,7 +220,6 @@ MSH_EXPORT int MPI_Finalize(void)
         else if (pending)
             msh_log("rank %d: %d requests were still pending at MPI_Finalize (MPISHIM_STATS=1 shows more)",
                     msh_rt.world_rank, pending);
-        msh_vci_pool_fini();
         msh_req_arena_fini();
     }
     int rc = PMPI_Finalize();
