@@ -21,6 +21,32 @@
 /* Empty polls before an owner yields the core. */
 #define MSH_YIELD_POLLS 8
 
+/* A yield by a progress owner that kept it off its core this long: the
+ * core went to a thread that runs until the kernel takes the core back (a
+ * spinning thread barrier such as MPICH's MTest_thread_barrier, an OpenMP
+ * runtime's spin-wait, a busy compute thread). Threads waiting in the shim
+ * give the core back within microseconds, or sleep. On the 2-core VM
+ * (kernel 6.18, Open MPI and MPICH, Multirate T = 1..8), at most 3 of
+ * about 10^4 owner yields took 1 ms or more; beside a spinning barrier
+ * (bench/threads -b spin) about 1400 per 8 s took 3-10 ms. */
+#define MSH_HOG_YIELD_US 2000
+/* MSH_HOG_COUNT such yields within MSH_HOG_WINDOW_US ... */
+#define MSH_HOG_COUNT 4
+#define MSH_HOG_WINDOW_US 100000
+/* ... and for MSH_HOG_MEMORY_US the rank's waits give no core away: owners
+ * poll without yielding and waiters sleep at once instead of spinning, as
+ * each yield would hand that thread a whole time slice while the peer's
+ * messages wait. Then yields resume, and a busy thread still there is seen
+ * again within MSH_HOG_COUNT long yields (about 1% of the period). */
+#define MSH_HOG_MEMORY_US 1000000
+
+static struct {
+    _Alignas(MSH_CACHELINE) _Atomic int64_t until; /* hog mode lasts to here (msh_now_us) */
+    _Atomic int64_t window_start;
+    _Atomic int count;
+    _Atomic uint64_t periods; /* times hog mode began (MPISHIM_STATS) */
+} hog;
+
 static msh_domain *domains;
 static int ndomains;
 static pthread_t progress_thread;
@@ -198,6 +224,54 @@ int msh_progress_poll(msh_vci *v, int blocking)
     complete_polled(v, n, outcount, rc);
     msh_vci_unlock(v);
     return outcount;
+}
+
+/* ------------------------------------------------------------ yielding */
+
+static inline int hog_mode(int64_t now)
+{
+    return now < atomic_load_explicit(&hog.until, memory_order_relaxed);
+}
+
+int msh_sync_hogged(void)
+{
+    return hog_mode((int64_t)msh_now_us());
+}
+
+uint64_t msh_sync_hog_periods(void)
+{
+    return atomic_load_explicit(&hog.periods, memory_order_relaxed);
+}
+
+void msh_sync_yield(void)
+{
+    if (!msh_sync_hogged())
+        sched_yield();
+}
+
+/* An owner's yield, timed: a run of long ones starts hog mode. The counts
+ * are a heuristic; a race between two owners costs one miscount. */
+static void owner_yield(void)
+{
+    int64_t t0 = (int64_t)msh_now_us();
+    if (hog_mode(t0))
+        return;
+    sched_yield();
+    int64_t t1 = (int64_t)msh_now_us();
+    if (t1 - t0 < MSH_HOG_YIELD_US)
+        return;
+    if (t1 - atomic_load_explicit(&hog.window_start, memory_order_relaxed) > MSH_HOG_WINDOW_US) {
+        atomic_store_explicit(&hog.window_start, t1, memory_order_relaxed);
+        atomic_store_explicit(&hog.count, 1, memory_order_relaxed);
+        return;
+    }
+    if (atomic_fetch_add_explicit(&hog.count, 1, memory_order_relaxed) + 1 >= MSH_HOG_COUNT) {
+        atomic_store_explicit(&hog.count, 0, memory_order_relaxed);
+        atomic_store_explicit(&hog.until, t1 + MSH_HOG_MEMORY_US, memory_order_relaxed);
+        if (atomic_fetch_add_explicit(&hog.periods, 1, memory_order_relaxed) == 0 && msh_cfg.verbose)
+            msh_log("a thread outside MPI keeps a core (a yield took %.1f ms): waits stop yielding for %d s at a time",
+                    (double)(t1 - t0) / 1000, MSH_HOG_MEMORY_US / 1000000);
+    }
 }
 
 msh_sync_upper msh_upper;
@@ -378,10 +452,12 @@ void msh_sync_wait(msh_sync *s, int needed)
             while (atomic_load_explicit(&s->done, memory_order_acquire) < needed) {
                 /* A run of empty polls gives the core away: with more
                  * threads than cores, the threads this owner woke need it
-                 * to post their next operations (file 000, Fig. 4.4). */
+                 * to post their next operations (file 000, Fig. 4.4), and
+                 * the peer rank's threads may share the core. Not in hog
+                 * mode (above). */
                 if (d->poll(d->poll_arg, s->dom, &misses) == 0) {
                     if (++empty % MSH_YIELD_POLLS == 0)
-                        sched_yield();
+                        owner_yield();
                 } else {
                     empty = 0;
                 }
@@ -398,7 +474,7 @@ void msh_sync_wait(msh_sync *s, int needed)
             double t = msh_now_us();
             if (spin_until < 0)
                 spin_until = t + msh_cfg.spin_us;
-            if (t < spin_until) {
+            if (t < spin_until && !hog_mode((int64_t)t)) {
                 sched_yield();
                 continue;
             }

@@ -147,6 +147,15 @@ static inline int msh_sync_detach(msh_sync *s, msh_request *r)
                                                    memory_order_acquire);
 }
 
+/* Hog mode: a thread outside MPI keeps taking the core this rank's
+ * threads yield (progress.c). While it lasts, the shim's waits and its test
+ * and probe loops do not yield. */
+int msh_sync_hogged(void);
+/* sched_yield, unless in hog mode. */
+void msh_sync_yield(void);
+/* Times hog mode began (MPISHIM_STATS). */
+uint64_t msh_sync_hog_periods(void);
+
 /* Monotonic microseconds, for bounded spins. */
 static inline double msh_now_us(void)
 {
