@@ -68,6 +68,7 @@ static const msh_cfg_var vars[] = {
     [MSH_CFG_WIN_FLUSH_LOCAL] = { "MPISHIM_WIN_FLUSH_LOCAL", V_ENUM,  F(win_flush_local), flocal_words, 0, 0, NULL, NULL },
     [MSH_CFG_WATCHDOG]        = { "MPISHIM_WATCHDOG",       V_INT,   F(watchdog),        NULL, 1, 86400, "off", NULL },
     [MSH_CFG_PROGRESS_CPU]    = { "MPISHIM_PROGRESS_CPU",   V_INT,   F(progress_cpu),    NULL, 0, 65535, "auto", NULL, -1 },
+    [MSH_CFG_HOG_MS]          = { "MPISHIM_HOG_MS",         V_INT,   F(hog_ms),          NULL, 0, 60000, "off", NULL },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])
@@ -92,6 +93,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->win_fence      = MSH_WIN_FENCE_HOST;
     cfg->win_flush_local = MSH_WIN_FLUSH_LOCAL_AUTO;
     cfg->progress_cpu   = -1; /* auto: see msh_topo_progress_cpu */
+    cfg->hog_ms         = 1000; /* see src/sync/progress.c */
 }
 
 /* ------------------------------------------------------------ helpers */

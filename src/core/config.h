@@ -57,6 +57,7 @@ typedef enum {
     MSH_CFG_WIN_FLUSH_LOCAL,
     MSH_CFG_WATCHDOG,
     MSH_CFG_PROGRESS_CPU,
+    MSH_CFG_HOG_MS,
     MSH_CFG_NVARS
 } msh_cfg_id;
 
@@ -81,6 +82,7 @@ typedef struct msh_config {
     msh_win_flush_local win_flush_local;/* MPISHIM_WIN_FLUSH_LOCAL */
     int                 watchdog;       /* MPISHIM_WATCHDOG: seconds, 0 = off */
     int                 progress_cpu;   /* MPISHIM_PROGRESS_CPU: a CPU, -1 = auto */
+    int                 hog_ms;         /* MPISHIM_HOG_MS: hog mode's period, 0 = off */
     /* Which fields came from the environment (bit i = table entry i). */
     unsigned long       from_env;
 } msh_config;

@@ -189,8 +189,8 @@ static void print_stats(int leaked_reqs, int leaked_comms)
                 (unsigned long long)s->handoffs, (unsigned long long)s->sleeps, (unsigned long long)s->wakeups);
     }
     if (msh_sync_hog_periods())
-        fprintf(f, "  a thread outside MPI kept a core: waits stopped yielding %llu times (1 s each)\n",
-                (unsigned long long)msh_sync_hog_periods());
+        fprintf(f, "  a thread outside MPI kept a core: waits stopped yielding %llu times (%d ms each)\n",
+                (unsigned long long)msh_sync_hog_periods(), msh_cfg.hog_ms);
     if (msh_progress_has_thread())
         fprintf(f, "  progress thread: slept %llu times with nothing pending\n",
                 (unsigned long long)msh_progress_idle_sleeps());

@@ -33,12 +33,12 @@
 /* MSH_HOG_COUNT such yields within MSH_HOG_WINDOW_US ... */
 #define MSH_HOG_COUNT 4
 #define MSH_HOG_WINDOW_US 100000
-/* ... and for MSH_HOG_MEMORY_US the rank's waits give no core away: owners
- * poll without yielding and waiters sleep at once instead of spinning, as
- * each yield would hand that thread a whole time slice while the peer's
- * messages wait. Then yields resume, and a busy thread still there is seen
- * again within MSH_HOG_COUNT long yields (about 1% of the period). */
-#define MSH_HOG_MEMORY_US 1000000
+/* ... and for MPISHIM_HOG_MS (1000) the rank's waits give no core away:
+ * owners poll without yielding and waiters sleep at once instead of
+ * spinning, as each yield would hand that thread a whole time slice while
+ * the peer's messages wait. Then yields resume, and a busy thread still
+ * there is seen again within MSH_HOG_COUNT long yields (about 1% of the
+ * default period). MPISHIM_HOG_MS=off: never. */
 
 static struct {
     _Alignas(MSH_CACHELINE) _Atomic int64_t until; /* hog mode lasts to here (msh_now_us) */
@@ -253,6 +253,10 @@ void msh_sync_yield(void)
  * are a heuristic; a race between two owners costs one miscount. */
 static void owner_yield(void)
 {
+    if (msh_cfg.hog_ms == 0) {
+        sched_yield();
+        return;
+    }
     int64_t t0 = (int64_t)msh_now_us();
     if (hog_mode(t0))
         return;
@@ -267,10 +271,10 @@ static void owner_yield(void)
     }
     if (atomic_fetch_add_explicit(&hog.count, 1, memory_order_relaxed) + 1 >= MSH_HOG_COUNT) {
         atomic_store_explicit(&hog.count, 0, memory_order_relaxed);
-        atomic_store_explicit(&hog.until, t1 + MSH_HOG_MEMORY_US, memory_order_relaxed);
+        atomic_store_explicit(&hog.until, t1 + (int64_t)msh_cfg.hog_ms * 1000, memory_order_relaxed);
         if (atomic_fetch_add_explicit(&hog.periods, 1, memory_order_relaxed) == 0 && msh_cfg.verbose)
-            msh_log("a thread outside MPI keeps a core (a yield took %.1f ms): waits stop yielding for %d s at a time",
-                    (double)(t1 - t0) / 1000, MSH_HOG_MEMORY_US / 1000000);
+            msh_log("a thread outside MPI keeps a core (a yield took %.1f ms): waits stop yielding for %d ms at a time "
+                    "(MPISHIM_HOG_MS)", (double)(t1 - t0) / 1000, msh_cfg.hog_ms);
     }
 }
 

@@ -3,8 +3,10 @@
  * outside MPI (as MPICH's MTest_thread_barrier does). Each yield of the
  * owner hands that thread the core for a whole time slice, so the owner
  * must notice and stop yielding (hog mode), and hog mode must end again
- * once its period is over. The poll completes the request as soon as hog
- * mode begins; an alarm fails the test if it never does. */
+ * once its period is over; with MPISHIM_HOG_MS=off it must never begin.
+ * The poll completes the request as soon as hog mode begins (with hog
+ * mode off, after OFF_POLLS empty polls); an alarm fails the test if it
+ * never does. */
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -18,18 +20,21 @@
 #include "unit.h"
 
 #define TIMEOUT_S 60 /* MSH_TEST_TIMEOUT=s overrides (sanitizer builds) */
+#define OFF_POLLS 400 /* about 50 yields, each of them long beside the spinner */
 
 static _Alignas(MSH_CACHELINE) msh_request req;
 static _Atomic int stop_spinner;
 static _Atomic long empty_polls;
 
-/* The fake host: nothing completes until hog mode has begun. */
+/* The fake host: nothing completes until hog mode has begun (or, with hog
+ * mode off, for OFF_POLLS polls). */
 static int hog_poll(void *arg, int dom, unsigned *misses)
 {
     (void)arg;
     (void)dom;
     (void)misses;
-    if (!msh_sync_hogged() || atomic_load_explicit(&req.state, memory_order_acquire) != MSH_REQ_PENDING) {
+    int due = msh_cfg.hog_ms ? msh_sync_hogged() : atomic_load(&empty_polls) >= OFF_POLLS;
+    if (!due || atomic_load_explicit(&req.state, memory_order_acquire) != MSH_REQ_PENDING) {
         atomic_fetch_add_explicit(&empty_polls, 1, memory_order_relaxed);
         return 0;
     }
@@ -53,6 +58,23 @@ static void *spinner(void *arg)
     while (!atomic_load_explicit(&stop_spinner, memory_order_relaxed))
         ;
     return NULL;
+}
+
+/* One request, waited for as msh_req_wait_complete does: this thread
+ * becomes the owner and polls in vain, yielding, until the poll completes
+ * it. */
+static void wait_one(void)
+{
+    atomic_store(&req.sync, NULL);
+    atomic_store(&req.state, MSH_REQ_PENDING);
+    msh_sync s;
+    msh_sync_init(&s, 0);
+    int attached = msh_sync_attach(&s, &req);
+    EXPECT(attached);
+    if (attached)
+        msh_sync_wait(&s, 1);
+    msh_sync_finish(&s, attached);
+    EXPECT(atomic_load(&req.state) == MSH_REQ_COMPLETE);
 }
 
 static void on_alarm(int sig)
@@ -101,23 +123,21 @@ int main(void)
     EXPECT(pthread_create(&sp, &attr, spinner, NULL) == 0);
     pthread_attr_destroy(&attr);
 
-    /* One request, waited for as msh_req_wait_complete does: this thread
-     * becomes the owner and polls in vain, yielding, until hog mode. */
-    atomic_store(&req.sync, NULL);
-    atomic_store(&req.state, MSH_REQ_PENDING);
-    msh_sync s;
-    msh_sync_init(&s, 0);
-    int attached = msh_sync_attach(&s, &req);
-    EXPECT(attached);
-    if (attached)
-        msh_sync_wait(&s, 1);
-    msh_sync_finish(&s, attached);
-    EXPECT(atomic_load(&req.state) == MSH_REQ_COMPLETE);
+    /* MPISHIM_HOG_MS=off: the owner keeps yielding. */
+    msh_cfg.hog_ms = 0;
+    wait_one();
+    EXPECT(!msh_sync_hogged());
+    EXPECT(msh_sync_hog_periods() == 0);
+
+    /* The default: hog mode begins. */
+    msh_cfg.hog_ms = 1000;
+    atomic_store(&empty_polls, 0);
+    wait_one();
     EXPECT(msh_sync_hogged());
     EXPECT(msh_sync_hog_periods() == 1);
     printf("test_hog: hog mode began after %ld empty polls\n", atomic_load(&empty_polls));
 
-    /* The period ends (MSH_HOG_MEMORY_US, 1 s): yields resume. */
+    /* The period ends (MPISHIM_HOG_MS, 1 s here): yields resume. */
     atomic_store(&stop_spinner, 1);
     pthread_join(sp, NULL);
     sleep(2);
