@@ -529,7 +529,7 @@ MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int d
 static void probe_backoff(msh_vci *v)
 {
     if (msh_progress_try(v->idx) == 0)
-        msh_sync_yield();
+        sched_yield();
 }
 
 /* The four probes: message == NULL for Probe/Iprobe, flag == NULL for the

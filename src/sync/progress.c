@@ -243,12 +243,6 @@ uint64_t msh_sync_hog_periods(void)
     return atomic_load_explicit(&hog.periods, memory_order_relaxed);
 }
 
-void msh_sync_yield(void)
-{
-    if (!msh_sync_hogged())
-        sched_yield();
-}
-
 /* An owner's yield, timed: a run of long ones starts hog mode. The counts
  * are a heuristic; a race between two owners costs one miscount. */
 static void owner_yield(void)

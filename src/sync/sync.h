@@ -148,11 +148,12 @@ static inline int msh_sync_detach(msh_sync *s, msh_request *r)
 }
 
 /* Hog mode: a thread outside MPI keeps taking the core this rank's
- * threads yield (progress.c). While it lasts, the shim's waits and its test
- * and probe loops do not yield. */
+ * threads yield (progress.c). While it lasts, progress owners do not yield
+ * and adaptive waiters do not spin. The loops that test without a sync
+ * object (msh_idle, blocking probes) still yield: without it, one that
+ * takes and drops a lock in a tight loop could keep a thread on another
+ * core from ever getting that lock. */
 int msh_sync_hogged(void);
-/* sched_yield, unless in hog mode. */
-void msh_sync_yield(void);
 /* Times hog mode began (MPISHIM_STATS). */
 uint64_t msh_sync_hog_periods(void);
 

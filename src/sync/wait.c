@@ -231,7 +231,7 @@ void msh_idle(void)
     if (msh_sweep_wanted() && msh_upper.sweep() > 0)
         return;
     if (!msh_on() || msh_progress_try(0) == 0)
-        msh_sync_yield();
+        sched_yield();
 }
 
 int msh_host_wait(MPI_Request *req, MPI_Status *status)
