@@ -26,12 +26,15 @@ set style data linespoints
 set arrow 1 from cores/2.0, graph 0 to cores/2.0, graph 1 nohead dashtype 3 lc rgb "gray40"
 set label 1 "oversubscribed ->" at cores/2.0, graph 0.04 offset 0.5,0 tc rgb "gray40"
 
-# Columns 2..9: raw, global-{spin,block,adaptive}, vci-{spin,block,adaptive}, everywhere
-plot datafile using 1:2 title columnhead lw 3 lc rgb "black" pt 7, \
-     ''       using 1:3 title columnhead lc rgb "#1f77b4" dt 1 pt 5, \
-     ''       using 1:4 title columnhead lc rgb "#1f77b4" dt 2 pt 4, \
-     ''       using 1:5 title columnhead lc rgb "#1f77b4" dt 4 pt 13, \
-     ''       using 1:6 title columnhead lc rgb "#d62728" dt 1 pt 5, \
-     ''       using 1:7 title columnhead lc rgb "#d62728" dt 2 pt 4, \
-     ''       using 1:8 title columnhead lc rgb "#d62728" dt 4 pt 13, \
-     ''       using 1:9 title columnhead lw 3 lc rgb "#2ca02c" dt 1 pt 9
+# One line per configuration in cols (the data file's columns 2.., in order):
+# the raw host and MPI everywhere thick, the progress policies by colour, the
+# wait policies by dash.
+if (!exists("cols")) cols = "raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive everywhere"
+pol(c) = (strstrt(c, "-") > 0) ? c[1:strstrt(c, "-") - 1] : c
+colour(c) = pol(c) eq "raw" ? "black" : pol(c) eq "everywhere" ? "#2ca02c" : pol(c) eq "global" ? "#1f77b4" : \
+            pol(c) eq "vci" ? "#d62728" : pol(c) eq "thread" ? "#8c564b" : pol(c) eq "combine" ? "#9467bd" : \
+            pol(c) eq "offload" ? "#e377c2" : pol(c) eq "serial" ? "#7f7f7f" : pol(c) eq "tag" ? "#ff7f0e" : "#bcbd22"
+dash(c) = (strstrt(c, "-spin") > 0) ? 1 : (strstrt(c, "-block") > 0) ? 2 : (strstrt(c, "-adaptive") > 0) ? 4 : 1
+width(c) = (c eq "raw" || c eq "everywhere") ? 3 : 1.5
+plot for [i = 1:words(cols)] datafile using 1:(column(i + 1)) title word(cols, i) \
+     lw width(word(cols, i)) lc rgb colour(word(cols, i)) dt dash(word(cols, i)) pt (4 + i)

@@ -12,7 +12,10 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 results=${BENCH_RESULTS:-$here/results}
-configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive everywhere)
+# Every configuration of run_multirate.sh, in its order; a plot shows those
+# its CSV has.
+configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive thread-adaptive combine-adaptive
+         offload-adaptive serial-adaptive tag-adaptive tagT-adaptive everywhere)
 
 command -v gnuplot >/dev/null || {
     echo "plot: gnuplot not found, no plots drawn (Debian: apt-get install gnuplot-nox)" >&2; exit 0; }
@@ -30,10 +33,12 @@ for h in "${hosts[@]}"; do
     png=$results/multirate-$h.png
     [ -f "$csv" ] || { echo "plot: $csv missing" >&2; status=1; continue; }
     awk -f "$here/medians.awk" "$csv" | awk -v cfgs="${configs[*]}" '
-        BEGIN { nc = split(cfgs, C, " ") }
+        BEGIN { na = split(cfgs, A, " ") }
         {   if (!($1 in hasT)) { hasT[$1] = 1; nt++; T[nt] = $1 }
+            seen[$2] = 1
             med[$1, $2] = ($3 == "nan") ? "NaN" : $3 }
         END {
+            for (a = 1; a <= na; a++) if (A[a] in seen) C[++nc] = A[a]
             printf "T"; for (c = 1; c <= nc; c++) printf " %s", C[c]; printf "\n"
             for (i = 1; i <= nt; i++) {
                 printf "%s", T[i]
@@ -44,7 +49,8 @@ for h in "${hosts[@]}"; do
     if [ "$(wc -l < "$dat")" -lt 2 ]; then
         echo "plot: $csv has no results" >&2; status=1; continue
     fi
-    if gnuplot -e "host='$h'; datafile='$dat'; outfile='$png'; cores=$(nproc); tmax=$(awk 'NR > 1 && $1 > m { m = $1 } END { print m + 0 }' "$dat")" "$here/plot.gnuplot"; then
+    cols=$(head -n 1 "$dat" | cut -d' ' -f2-)
+    if gnuplot -e "host='$h'; datafile='$dat'; outfile='$png'; cores=$(nproc); cols='$cols'; tmax=$(awk 'NR > 1 && $1 > m { m = $1 } END { print m + 0 }' "$dat")" "$here/plot.gnuplot"; then
         echo "plot: wrote $png"
     else
         echo "plot: gnuplot failed for $h" >&2; status=1

@@ -13,8 +13,12 @@
 #   vci-spin         ... and with MPISHIM_PROGRESS=vci
 #   vci-block
 #   vci-adaptive
+#   thread-adaptive  ... and with MPISHIM_PROGRESS=thread (a progress thread)
 #   combine-adaptive ... and with MPISHIM_PROGRESS=combine (queued posts, sync/queue.h)
 #   offload-adaptive ... and MPISHIM_PROGRESS=offload (drained by a progress thread)
+#   serial-adaptive  global-adaptive with MPISHIM_HOST_THREAD=serialized: the
+#                    host at MPI_THREAD_SERIALIZED (its own locks off), every
+#                    host call under the shim's one host lock
 #   tag-adaptive     global-adaptive with MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag:
 #                    the communicator spread over one duplicate per VCI by tag
 #                    (MPISHIM_NUM_VCIS auto: one per core)
@@ -68,10 +72,10 @@ bench_posint BENCH_TIMEOUT "$tmo"
 
 bench_hosts "$@"
 
-configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive combine-adaptive offload-adaptive
-         tag-adaptive tagT-adaptive everywhere)
+configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive thread-adaptive combine-adaptive
+         offload-adaptive serial-adaptive tag-adaptive tagT-adaptive everywhere)
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt c-adapt o-adapt tag tagT everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT everywh)
 # BENCH_CONFIGS: a comma list of the configurations above to run (default all).
 if [ -n "${BENCH_CONFIGS:-}" ]; then
     keep_c=() keep_t=()
@@ -101,8 +105,11 @@ bench_run() {
             cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         everywhere)
             cmd=("$MPIRUN" "${flags[@]}" -np $((2 * t)) "$prog" -p) ;;
-        global-*|vci-*|combine-*|offload-*)
+        global-*|vci-*|thread-*|combine-*|offload-*)
             cmd=(env "MPISHIM_PROGRESS=${cfg%%-*}" "MPISHIM_WAIT=${cfg#*-}"
+                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        serial-adaptive)
+            cmd=(env MPISHIM_HOST_THREAD=serialized
                  "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         tag-adaptive|tagT-adaptive)
             local nv=auto
@@ -186,9 +193,12 @@ header=$(
     bench_machine_line
     echo "multirate options for every run: -q -d $secs${extra:+ $extra}"
     bench_host_lines short
-    echo "configs: raw = host MPI alone; g-*/v-*/c-*/o-* = through mpishim with MPISHIM_PROGRESS=global/vci/combine/offload"
-    echo "         and MPISHIM_WAIT=spin/block/adapt(ive); everywh = MPI everywhere (multirate -p,"
-    echo "         2T ranks, raw host). Both modes run 2T busy entities: more than $cores oversubscribes."
+    echo "configs: raw = host MPI alone; g-*/v-*/t-*/c-*/o-* = through mpishim with MPISHIM_PROGRESS="
+    echo "         global/vci/thread/combine/offload and MPISHIM_WAIT=spin/block/adapt(ive); serial ="
+    echo "         g-adapt with MPISHIM_HOST_THREAD=serialized; tag/tagT = g-adapt with"
+    echo "         MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag (VCIs auto / 2T); everywh = MPI everywhere"
+    echo "         (multirate -p, 2T ranks, raw host). Both modes run 2T busy entities: more than $cores"
+    echo "         oversubscribes."
 )
 echo "$header"
 echo
