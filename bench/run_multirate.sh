@@ -192,14 +192,12 @@ bench_table() {
             for (i = 1; i <= nt; i++) {
                 t = T[i]
                 if (!num(med[t, C[c]]) || !num(med[t, "raw"]) || med[t, C[c]] <= 0 || med[t, "raw"] <= 0) { k = -1; break }
-                lg += log(med[t, C[c]] / med[t, "raw"]); k++
+                w = med[t, C[c]] / med[t, "raw"]
+                lg += log(w); k++
+                if (k == 1 || w < lo) lo = w
             }
             if (k <= 0) continue
-            nr++; RN[nr] = H[c]; RG[nr] = exp(lg / k)
-            for (i = 1; i <= nt; i++) {
-                t = T[i]; w = med[t, C[c]] / med[t, "raw"]
-                RMIN[nr] = (i == 1 || w < RMIN[nr]) ? w : RMIN[nr]
-            }
+            nr++; RN[nr] = H[c]; RG[nr] = exp(lg / k); RMIN[nr] = lo
         }
         if (nr > 0) {
             for (a = 2; a <= nr; a++)
