@@ -12,10 +12,11 @@
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 results=${BENCH_RESULTS:-$here/results}
-# Every configuration of run_multirate.sh, in its order; a plot shows those
-# its CSV has.
-configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive thread-adaptive combine-adaptive
-         offload-adaptive serial-adaptive tag-adaptive tagT-adaptive everywhere)
+# Every configuration of run_multirate.sh, in its order (lib.sh); a plot
+# shows those its CSV has.
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+configs=("${multirate_configs[@]}")
 
 command -v gnuplot >/dev/null || {
     echo "plot: gnuplot not found, no plots drawn (Debian: apt-get install gnuplot-nox)" >&2; exit 0; }

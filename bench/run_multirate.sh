@@ -72,8 +72,7 @@ bench_posint BENCH_TIMEOUT "$tmo"
 
 bench_hosts "$@"
 
-configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive thread-adaptive combine-adaptive
-         offload-adaptive serial-adaptive tag-adaptive tagT-adaptive everywhere)
+configs=("${multirate_configs[@]}")
 # Short column titles, same order.
 titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT everywh)
 # BENCH_CONFIGS: a comma list of the configurations above to run (default all).
