@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "intercept/shim.h"
+#include "intercept/status.h"
 #include "partitioned/part.h"
 
 /* Shim requests may exist: the runtime is on, or partitioned channels are
@@ -57,7 +58,7 @@ static int wait_host(MPI_Request *req, MPI_Status *status)
     return msh_pool.serialized || poll ? msh_host_wait(req, status) : PMPI_Wait(req, status);
 }
 
-MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
+static int wait_call(MPI_Request *req, MPI_Status *status)
 {
     if (!shim_reqs())
         return PMPI_Wait(req, status);
@@ -80,7 +81,12 @@ MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
     return msh_req_retire(r, req, status);
 }
 
-MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
+MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
+{
+    return msh_status_fix(wait_call(req, status), status);
+}
+
+static int test_call(MPI_Request *req, int *flag, MPI_Status *status)
 {
     if (!shim_reqs())
         return PMPI_Test(req, flag, status);
@@ -108,7 +114,12 @@ MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
     return msh_req_retire(r, req, status);
 }
 
-MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
+MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
+{
+    return msh_status_fix(test_call(req, flag, status), status);
+}
+
+static int request_get_status_call(MPI_Request req, int *flag, MPI_Status *status)
 {
     if (!shim_reqs())
         return PMPI_Request_get_status(req, flag, status);
@@ -138,23 +149,38 @@ MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *st
     return MPI_SUCCESS;
 }
 
+MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
+{
+    return msh_status_fix(request_get_status_call(req, flag, status), status);
+}
+
 /* ------------------------------------------------------------ arrays */
 
-MSH_EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+static int waitall_call(int n, MPI_Request reqs[], MPI_Status statuses[])
 {
     if (!shim_reqs())
         return PMPI_Waitall(n, reqs, statuses);
     return msh_complete(n, reqs, &(msh_completion){ .mode = MSH_COMPLETE_ALL, .blocking = 1, .statuses = statuses });
 }
 
-MSH_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+MSH_EXPORT int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[])
+{
+    return msh_status_fix_n(waitall_call(n, reqs, statuses), n, statuses);
+}
+
+static int testall_call(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
 {
     if (!shim_reqs())
         return PMPI_Testall(n, reqs, flag, statuses);
     return msh_complete(n, reqs, &(msh_completion){ .mode = MSH_COMPLETE_ALL, .flag = flag, .statuses = statuses });
 }
 
-MSH_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
+MSH_EXPORT int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[])
+{
+    return msh_status_fix_n(testall_call(n, reqs, flag, statuses), n, statuses);
+}
+
+static int waitany_call(int n, MPI_Request reqs[], int *index, MPI_Status *status)
 {
     if (!shim_reqs())
         return PMPI_Waitany(n, reqs, index, status);
@@ -162,7 +188,12 @@ MSH_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st
                         &(msh_completion){ .mode = MSH_COMPLETE_ANY, .blocking = 1, .index = index, .statuses = status });
 }
 
-MSH_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+MSH_EXPORT int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status)
+{
+    return msh_status_fix(waitany_call(n, reqs, index, status), status);
+}
+
+static int testany_call(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
 {
     if (!shim_reqs())
         return PMPI_Testany(n, reqs, index, flag, status);
@@ -170,7 +201,12 @@ MSH_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI
                         &(msh_completion){ .mode = MSH_COMPLETE_ANY, .flag = flag, .index = index, .statuses = status });
 }
 
-MSH_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+MSH_EXPORT int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status)
+{
+    return msh_status_fix(testany_call(n, reqs, index, flag, status), status);
+}
+
+static int waitsome_call(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
     if (!shim_reqs())
         return PMPI_Waitsome(n, reqs, outcount, indices, statuses);
@@ -179,13 +215,25 @@ MSH_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indice
                                            .indices = indices, .statuses = statuses });
 }
 
-MSH_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+MSH_EXPORT int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    int rc = waitsome_call(n, reqs, outcount, indices, statuses);
+    return msh_status_fix_n(rc, rc == MPI_SUCCESS ? 0 : *outcount, statuses);
+}
+
+static int testsome_call(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
 {
     if (!shim_reqs())
         return PMPI_Testsome(n, reqs, outcount, indices, statuses);
     return msh_complete(n, reqs,
                         &(msh_completion){ .mode = MSH_COMPLETE_SOME, .outcount = outcount, .indices = indices,
                                            .statuses = statuses });
+}
+
+MSH_EXPORT int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[])
+{
+    int rc = testsome_call(n, reqs, outcount, indices, statuses);
+    return msh_status_fix_n(rc, rc == MPI_SUCCESS ? 0 : *outcount, statuses);
 }
 
 /* ------------------------------------------------------------ lifecycle */

@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/topo.h"
 #include "intercept/shim.h"
+#include "intercept/status.h"
 #include "vci/win.h"
 #include "partitioned/part.h"
 #include "mpishim.h"
@@ -98,6 +99,8 @@ static void after_host_init(int requested, int host_provided, int *provided)
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
     if (!msh_cfg.disable && flush_local_wanted())
         atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
+    if (!msh_cfg.disable)
+        msh_status_init(); /* a truncated receive's count (status.h) */
     if (!msh_on())
         msh_state_set(msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE);
     msh_part_init(); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */

@@ -9,6 +9,7 @@
 
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
+#include "intercept/status.h"
 #include "partitioned/part.h"
 #include "sync/watchdog.h"
 
@@ -421,8 +422,8 @@ SEND_WRAPPERS(Rsend, Irsend, OP_RSEND)
 
 /* ------------------------------------------------------------ receives */
 
-MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                        MPI_Status *status)
+static int recv_call(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                      MPI_Status *status)
 {
     if (!msh_on())
         return fwd_recv(buf, count, dt, source, tag, comm, status);
@@ -446,6 +447,12 @@ MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int t
     return wait_one(post_recv(0, buf, count, dt, source, tag, comm, &req, &now), &req, status, &now);
 }
 
+MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                        MPI_Status *status)
+{
+    return msh_status_fix(recv_call(buf, count, dt, source, tag, comm, status), status);
+}
+
 MSH_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
                          MPI_Request *req)
 {
@@ -464,9 +471,9 @@ MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, 
     return post_recv(1, buf, count, dt, source, tag, comm, req, NULL);
 }
 
-MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                            void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                            MPI_Comm comm, MPI_Status *status)
+static int sendrecv_call(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                          void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                          MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
         return fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, comm, recvbuf, recvcount, recvtype, source,
@@ -496,8 +503,16 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
     return rc_s != MPI_SUCCESS ? rc_s : rc_r;
 }
 
-MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
-                                    int recvtag, MPI_Comm comm, MPI_Status *status)
+MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                            void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                            MPI_Comm comm, MPI_Status *status)
+{
+    return msh_status_fix(sendrecv_call(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                                          comm, status), status);
+}
+
+static int sendrecv_replace_call(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
+                                  int recvtag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
         return PMPI_Sendrecv_replace(buf, count, dt, dest, sendtag, source, recvtag, comm, status);
@@ -521,6 +536,12 @@ MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int d
         status->MPI_ERROR = MPI_SUCCESS;
 #endif
     return rc;
+}
+
+MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
+                                    int recvtag, MPI_Comm comm, MPI_Status *status)
+{
+    return msh_status_fix(sendrecv_replace_call(buf, count, dt, dest, sendtag, source, recvtag, comm, status), status);
 }
 
 /* ------------------------------------------------------------ probes */
@@ -616,7 +637,7 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
     return msh_post_commit(v, r, MSH_KIND_RECV, rc, req);
 }
 
-MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
+static int mrecv_call(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
 {
     if (!msh_on())
         return fwd_mrecv(buf, count, dt, message, status);
@@ -627,4 +648,9 @@ MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *mes
     }
     MPI_Request req;
     return wait_one(MPI_Imrecv(buf, count, dt, message, &req), &req, status, NULL);
+}
+
+MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
+{
+    return msh_status_fix(mrecv_call(buf, count, dt, message, status), status);
 }
