@@ -389,13 +389,25 @@ static int flush_one(MPI_Win w, int rank, int local)
     return local ? PMPI_Win_flush_local(rank, w) : PMPI_Win_flush(rank, w);
 }
 
-/* With target routing every operation to a rank used that rank's window:
- * only it needs flushing. */
+/* Which windows can hold operations (the flags are sticky and set before
+ * the operation is made, so a flush that must complete an operation sees
+ * its flag): window 0 alone while one thread has made Puts and Gets and no
+ * accumulate went elsewhere (win.h, msh_win_solo). Else, with target
+ * routing, every operation to a rank used that rank's window, or window 0
+ * in the one-thread period: those two need flushing. */
 int msh_win_flush(msh_win *e, int rank, int local)
 {
-    if (rank >= 0 && rank < e->nranks && e->route == MSH_WIN_ROUTE_TARGET)
-        return done(e, flush_one(e->wins[e->tmap[rank]], rank, local), e->tmap[rank]);
+    int spread = atomic_load_explicit(&e->spread, memory_order_relaxed);
+    if (!spread && !atomic_load_explicit(&e->acc_others, memory_order_relaxed))
+        return flush_one(e->wins[0], rank, local);
     int rc = MPI_SUCCESS, at = 0;
+    if (rank >= 0 && rank < e->nranks && e->route == MSH_WIN_ROUTE_TARGET) {
+        int t = e->tmap[rank];
+        KEEP(t, flush_one(e->wins[t], rank, local));
+        if (t != 0 && atomic_load_explicit(&e->solo, memory_order_relaxed) != 0)
+            KEEP(0, flush_one(e->wins[0], rank, local));
+        return done(e, rc, at);
+    }
     for (int i = 0; i < e->k; i++)
         KEEP(i, flush_one(e->wins[i], rank, local));
     return done(e, rc, at);

@@ -68,6 +68,10 @@ typedef struct msh_win {
                                  * window after its communicator's context id: freed
                                  * early, the id comes back for another window, and
                                  * accumulates land in the wrong one); or MPI_COMM_NULL */
+    _Atomic uintptr_t solo;     /* the one thread that has made Puts and Gets on the
+                                 * window so far (its msh_win_thread_token), 0 before */
+    _Atomic int spread;         /* a second thread has: Puts and Gets are routed */
+    _Atomic int acc_others;     /* an accumulate went to a window other than 0 */
     MPI_Comm arrive;            /* fence over passive target (MPISHIM_WIN_FENCE, info
                                  * mpishim_win_fence = passive): inner, for the fence's
                                  * barrier; else MPI_COMM_NULL */
@@ -113,7 +117,36 @@ static inline MPI_Win msh_win_route_acc(MPI_Win w, int target)
     msh_win *e = msh_win_lookup(w);
     if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks)
         return w; /* MPI_PROC_NULL and invalid ranks: the host answers */
-    return e->wins[e->tmap[target]];
+    int t = e->tmap[target];
+    if (t != 0 && !atomic_load_explicit(&e->acc_others, memory_order_relaxed))
+        atomic_store_explicit(&e->acc_others, 1, memory_order_relaxed); /* flushes look (win.c) */
+    return e->wins[t];
+}
+
+/* A token of the calling thread, distinct among live threads. */
+static inline uintptr_t msh_win_thread_token(void)
+{
+    return (uintptr_t)&msh_win_thread_slot;
+}
+
+/* Puts and Gets stay on window 0 while one thread alone makes them: the
+ * internal windows only pay once threads use the window concurrently. On
+ * Open MPI 4.1 they are served by another one-sided component than an
+ * allocated window 0 (about 90x slower on one node), and every host spends
+ * something routing. Put and Get have no order to keep, and synchronization
+ * covers all K windows, so the switch may happen at any operation; once a
+ * second thread has come, it stays switched. */
+static inline int msh_win_solo(msh_win *e)
+{
+    if (MSH_LIKELY(atomic_load_explicit(&e->spread, memory_order_relaxed)))
+        return 0;
+    uintptr_t me = msh_win_thread_token(), first = atomic_load_explicit(&e->solo, memory_order_relaxed);
+    if (first == me ||
+        (first == 0 && atomic_compare_exchange_strong_explicit(&e->solo, &first, me, memory_order_relaxed,
+                                                               memory_order_relaxed)))
+        return 1;
+    atomic_store_explicit(&e->spread, 1, memory_order_relaxed);
+    return 0;
 }
 
 /* Internal window for a Put or Get to target. */
@@ -122,7 +155,7 @@ static inline MPI_Win msh_win_route_data(MPI_Win w, int target)
     if (MSH_LIKELY(atomic_load_explicit(&msh_win_nsplit, memory_order_relaxed) == 0))
         return w;
     msh_win *e = msh_win_lookup(w);
-    if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks)
+    if (MSH_LIKELY(!e || e->k == 1) || (unsigned)target >= (unsigned)e->nranks || msh_win_solo(e))
         return w;
     if (e->route == MSH_WIN_ROUTE_THREAD) {
         int s = msh_win_thread_slot >= 0 ? msh_win_thread_slot : msh_win_thread_slot_assign();
