@@ -42,6 +42,7 @@ static const char *const part_words[]     = { "shim", "native", NULL };
 static const char *const route_words[]    = { "target", "thread", NULL };
 static const char *const fence_words[]    = { "host", "passive", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
+static const char *const coll_words[]     = { "nonblocking", "host", NULL };
 static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
 
 /* Indexed by msh_cfg_id, so that an entry cannot drift from its id
@@ -69,6 +70,7 @@ static const msh_cfg_var vars[] = {
     [MSH_CFG_WATCHDOG]        = { "MPISHIM_WATCHDOG",       V_INT,   F(watchdog),        NULL, 1, 86400, "off", NULL },
     [MSH_CFG_PROGRESS_CPU]    = { "MPISHIM_PROGRESS_CPU",   V_INT,   F(progress_cpu),    NULL, 0, 65535, "auto", NULL, -1 },
     [MSH_CFG_HOG_MS]          = { "MPISHIM_HOG_MS",         V_INT,   F(hog_ms),          NULL, 0, 60000, "off", NULL },
+    [MSH_CFG_COLL]            = { "MPISHIM_COLL",           V_ENUM,  F(coll),            coll_words, 0, 0, NULL, NULL },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])
@@ -94,6 +96,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->win_flush_local = MSH_WIN_FLUSH_LOCAL_AUTO;
     cfg->progress_cpu   = -1; /* auto: see msh_topo_progress_cpu */
     cfg->hog_ms         = 1000; /* see src/sync/progress.c */
+    cfg->coll           = MSH_COLL_NONBLOCKING;
 }
 
 /* ------------------------------------------------------------ helpers */

@@ -22,6 +22,8 @@ typedef struct msh_runtime {
     int world_rank;
     int world_size;
     int tag_ub;            /* the host's MPI_TAG_UB */
+    int coll_host;         /* blocking collectives are the host's (MPISHIM_COLL=host,
+                            * agreed by every rank at init) */
 } msh_runtime;
 
 extern msh_runtime msh_rt;
@@ -47,6 +49,14 @@ static inline void msh_state_set(msh_state s)
 static inline int msh_on(void)
 {
     return MSH_LIKELY(msh_state_get() == MSH_STATE_RUNTIME);
+}
+
+/* MPISHIM_COLL=host with the runtime on: a blocking collective is the host's
+ * blocking call, on every path (every rank must use the same form: a
+ * blocking and a nonblocking collective do not match). */
+static inline int msh_coll_host(void)
+{
+    return MSH_UNLIKELY(msh_rt.coll_host);
 }
 
 /* Initialized and not disabled: the runtime on or off (window tracking). */

@@ -37,8 +37,16 @@ static int runtime_start(int serialized)
     }
     int n = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
     /* Duplicates are chosen by hashing modulo the pool size, so every rank
-     * must use the same size. */
-    PMPI_Allreduce(MPI_IN_PLACE, &n, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+     * must use the same size; and every rank the same form of collectives.
+     * The host's blocking collectives are not made while the host is
+     * serialized (the host lock would be held for the whole call, which
+     * can wait for another thread's message) or posts are queued (a direct
+     * call must not overtake them). */
+    int agree[2] = { n, msh_cfg.coll == MSH_COLL_HOST && !serialized && msh_cfg.progress != MSH_PROGRESS_COMBINE &&
+                            msh_cfg.progress != MSH_PROGRESS_OFFLOAD };
+    PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    n = agree[0];
+    msh_rt.coll_host = agree[1];
     if (msh_vci_pool_init(n, serialized) != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;

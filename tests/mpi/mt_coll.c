@@ -17,6 +17,7 @@
  * cross TCP between nodes; run like every test here on one node too.
  */
 /* mpishim-env: MPISHIM_PROGRESS=vci MPISHIM_MAP=hash MPISHIM_ASSERT=no_any_tag,no_any_source */
+/* mpishim-env: MPISHIM_COLL=host */
 #include "testutil.h"
 
 #include <pthread.h>

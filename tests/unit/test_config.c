@@ -83,6 +83,10 @@ static void test_valid(void)
            c.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH);
     EXPECT(parse1(&c, "MPISHIM_WIN_FLUSH_LOCAL=host", err, sizeof err) == 0 &&
            c.win_flush_local == MSH_WIN_FLUSH_LOCAL_HOST);
+    EXPECT(c.coll == MSH_COLL_NONBLOCKING);
+    EXPECT(parse1(&c, "MPISHIM_COLL=host", err, sizeof err) == 0 && c.coll == MSH_COLL_HOST);
+    EXPECT(parse1(&c, "MPISHIM_COLL=nonblocking", err, sizeof err) == 0 && c.coll == MSH_COLL_NONBLOCKING);
+    EXPECT(parse1(&c, "MPISHIM_COLL=blocking", err, sizeof err) != 0);
     EXPECT(parse1(&c, "MPISHIM_MAP=tag", err, sizeof err) == 0 && c.from_env != 0);
     EXPECT(nwarn == 0);
 }
