@@ -53,7 +53,8 @@ static int runtime_start(int serialized)
     }
     msh_queue_init(); /* before the progress thread reads its settings */
     if (msh_progress_init() != 0) {
-        msh_log("cannot create %d VCIs; running as pass-through", n);
+        msh_log("cannot set up progress (MPISHIM_PROGRESS=%s); running as pass-through",
+                msh_cfg_word(MSH_CFG_PROGRESS, (int)msh_cfg.progress));
         return -1;
     }
     msh_comm_init();

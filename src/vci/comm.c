@@ -16,7 +16,7 @@ void msh_comm_init(void)
     if (msh_cfg.asserts & WILDCARD_ASSERTS)
         atomic_fetch_add_explicit(&msh_comm_gate, 1, memory_order_relaxed);
     /* MPISHIM_STATS=1 counts pending requests, which the inline solo paths
-     * would hand out uncounted (msh_solo_enter_req in intercept/shim.h). */
+     * would hand out uncounted (msh_solo_enter_req in sync/solo.h). */
     if (msh_cfg.stats)
         atomic_fetch_add_explicit(&msh_comm_gate, 1, memory_order_relaxed);
 }

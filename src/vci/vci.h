@@ -26,7 +26,7 @@ typedef struct msh_vci_stats {
     uint64_t bytes;                /* payload posted (with MPISHIM_STATS=1) */
     uint64_t polls, empty_polls;   /* Testsome passes over the pending set */
     uint64_t completions;
-    uint64_t now;                  /* blocking calls the host completed at the post (msh_post_now) */
+    uint64_t now;                  /* blocking calls the host completed at the post (now_test in intercept/p2p.c) */
     uint64_t cache_hits, cache_refills;
 } msh_vci_stats;
 
