@@ -15,7 +15,6 @@
 
 typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 
-static inline int my_rank(const msh_comm *mc) { return mc ? mc->rank : 0; }
 
 /* The host's nonblocking or persistent send of mode op. Also the solo path
  * (shim.h): the host call itself, on the route's communicator, so that
@@ -128,7 +127,7 @@ static inline int recv_route_mc(MPI_Comm comm, int source, int tag, msh_route *r
     msh_comm *mc = msh_comm_lookup(comm);
     int rc = msh_check_wildcards(comm, mc, source, tag);
     if (rc == MPI_SUCCESS)
-        msh_route_of(comm, mc, source, my_rank(mc), tag, rt);
+        msh_route_recv(comm, mc, source, tag, rt);
     if (mcp)
         *mcp = mc;
     return rc;
@@ -152,7 +151,7 @@ static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
         return comm;
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
-    msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
+    msh_route_send(comm, mc, dest, tag, &rt);
     return rt.comm;
 }
 
@@ -239,7 +238,7 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
     }
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
-    msh_route_of(comm, mc, my_rank(mc), dest, tag, &rt);
+    msh_route_send(comm, mc, dest, tag, &rt);
     if (msh_queue_active() && !persistent && (op == OP_SEND || op == OP_SSEND) && queueable(mc) &&
         msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
         return msh_queue_post(rt.vci, 0, op == OP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);

@@ -191,4 +191,18 @@ static inline void msh_route_of(MPI_Comm c, const msh_comm *mc, int src, int dst
     }
 }
 
+/* The two sides of one route, so that a caller cannot swap source and
+ * destination: a send from this process to dest, and a receive (or probe)
+ * here from source. Both use this process's rank in c (0 when c is not
+ * known). */
+static inline void msh_route_send(MPI_Comm c, const msh_comm *mc, int dest, int tag, msh_route *rt)
+{
+    msh_route_of(c, mc, mc ? mc->rank : 0, dest, tag, rt);
+}
+
+static inline void msh_route_recv(MPI_Comm c, const msh_comm *mc, int source, int tag, msh_route *rt)
+{
+    msh_route_of(c, mc, source, mc ? mc->rank : 0, tag, rt);
+}
+
 #endif

@@ -99,23 +99,22 @@ static int dup_index(const side *s, const msh_route *rt)
     return -2;
 }
 
-static int route(side *s, int src, int dst, int tag, msh_route *rt)
-{
-    msh_thread_vci = s->thread_vci;
-    msh_route_of(s->user, &s->mc, src, dst, tag, rt);
-    return dup_index(s, rt);
-}
-
+/* The send and receive routes as p2p.c takes them (msh_route_send and
+ * msh_route_recv, which supply the side's own rank). */
 static int send_dup(side *s, int dest, int tag)
 {
     msh_route rt;
-    return route(s, s->mc.rank, dest, tag, &rt);
+    msh_thread_vci = s->thread_vci;
+    msh_route_send(s->user, &s->mc, dest, tag, &rt);
+    return dup_index(s, &rt);
 }
 
 static int recv_dup(side *s, int source, int tag)
 {
     msh_route rt;
-    return route(s, source, s->mc.rank, tag, &rt);
+    msh_thread_vci = s->thread_vci;
+    msh_route_recv(s->user, &s->mc, source, tag, &rt);
+    return dup_index(s, &rt);
 }
 
 static long checks;
@@ -173,7 +172,8 @@ static void test_config(int mi, int ai, int nv, int np)
     /* The thread map progresses on the caller's own VCI; every other map on
      * the duplicate's (or the home one). */
     msh_route rt;
-    route(&sides[0], 0, 0, 5, &rt);
+    msh_thread_vci = sides[0].thread_vci;
+    msh_route_send(sides[0].user, &sides[0].mc, 0, 5, &rt);
     int want_vci = eff == MSH_MAP_THREAD ? sides[0].thread_vci
                  : sides[0].mc.ndups     ? dup_index(&sides[0], &rt) % nv
                                          : sides[0].mc.vci;
