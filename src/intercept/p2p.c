@@ -312,8 +312,7 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
             r->status.MPI_ERROR = MPI_SUCCESS;
             r->kind = MSH_KIND_RECV;
             r->host = MPI_REQUEST_NULL;
-            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
-            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            msh_req_complete_here(r);
             msh_vci_unlock(rt.vci);
             *req = msh_req_handle(r);
             return MPI_SUCCESS;

@@ -105,6 +105,16 @@ extern msh_req_arena msh_reqs;
 extern uintptr_t msh_req_hspace; /* the reserved handle range */
 #endif
 
+/* r finished where it was posted or started, before its handle reached the
+ * program, so no waiter can be attached: its completion is claimed, then it
+ * is published complete (release: whoever sees MSH_REQ_COMPLETE sees its
+ * status and the claim). The one store order for every such place. */
+static inline void msh_req_complete_here(msh_request *r)
+{
+    atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
+    atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+}
+
 static inline MPI_Request msh_req_handle(const msh_request *r)
 {
     uint32_t code = (uint32_t)atomic_load_explicit(&r->gen, memory_order_relaxed) << MSH_REQ_IDX_BITS | r->idx;

@@ -98,8 +98,7 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
             r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
-            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
-            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_release);
+            msh_req_complete_here(r);
             *handle = msh_req_handle(r);
             return MPI_SUCCESS;
         }
@@ -162,8 +161,7 @@ int msh_req_start(msh_request *r)
          * MPICH 4.0's Testsome would call it inactive, never complete). */
         rc = PMPI_Wait(&r->host, &r->status);
         r->status.MPI_ERROR = rc;
-        atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
-        atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+        msh_req_complete_here(r);
     } else if (rc == MPI_SUCCESS) {
         atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
@@ -171,8 +169,7 @@ int msh_req_start(msh_request *r)
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
             r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
-            atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
-            atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
+            msh_req_complete_here(r);
             return MPI_SUCCESS;
         }
         msh_watchdog_posted(r);
