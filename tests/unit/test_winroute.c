@@ -82,6 +82,7 @@ int main(void)
     EXPECT(same(msh_win_route_data(wins[0], NRANKS), wins[0]));
 
     msh_htab_remove(&msh_win_table, entry.h.key);
-    printf("%s: %d failures\n", __FILE__, failures);
+    if (failures == 0)
+        printf("ok test_winroute\n");
     return failures != 0;
 }
