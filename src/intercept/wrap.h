@@ -16,6 +16,7 @@
 #include <mpi.h>
 
 #include "core/common.h"
+#include "core/error.h"
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
 #include "partitioned/part.h"
@@ -57,7 +58,7 @@ static inline int msh_coll_leave(msh_coll_ctx c, int rc, MPI_Request req)
 static inline int msh_rma_leave(MPI_Win user, MPI_Win w, int rc)
 {
     if (MSH_UNLIKELY(rc != MPI_SUCCESS) && w != user)
-        PMPI_Win_call_errhandler(user, rc);
+        msh_error_win(user, rc);
     return rc;
 }
 

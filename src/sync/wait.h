@@ -12,6 +12,7 @@
 #include <mpi.h>
 
 #include "core/common.h"
+#include "core/error.h"
 #include "core/runtime.h"
 #include "sync/queue.h"
 #include "sync/request.h"
@@ -24,8 +25,7 @@
 /* Report err through c's error handler and return it (design brief rule 8). */
 static inline int msh_comm_error(MPI_Comm c, int err)
 {
-    PMPI_Comm_call_errhandler(c, err);
-    return err;
+    return msh_error_comm(c, err); /* names the program's call if fatal */
 }
 
 /* A request handle of the shim's that names no live request (request.h):

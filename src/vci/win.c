@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/log.h"
 #include "vci/comm.h"
 #include "vci/vci.h"
@@ -273,7 +274,7 @@ int msh_win_fini(void)
 static int done(const msh_win *e, int rc, int at)
 {
     if (rc != MPI_SUCCESS && at > 0)
-        PMPI_Win_call_errhandler(e->user, rc);
+        msh_error_win(e->user, rc);
     return rc;
 }
 
