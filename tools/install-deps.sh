@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install what mpishim needs to build and test on Debian (both host MPIs).
 # Runs apt-get update once, then apt-get install -y; uses sudo when not root.
+#   --bench  also what `make bench` uses beyond the build: gnuplot-nox for the
+#            plots, g++ for building the optional outside benchmark IMB-MT
 set -euo pipefail
 PKGS=(
     gcc make autoconf python3 binutils coreutils
@@ -11,6 +13,11 @@ PKGS=(
     libfabric-dev
     iproute2 iptables util-linux   # multi-node tests: ip netns, loss rules, unshare
 )
+case ${1:-} in
+    "") ;;
+    --bench) PKGS+=(gnuplot-nox g++) ;;
+    *) echo "install-deps: unknown option '$1' (--bench)" >&2; exit 2 ;;
+esac
 SUDO=""
 if [ "$(id -u)" != 0 ]; then
     command -v sudo >/dev/null || { echo "install-deps: run as root (or install sudo)" >&2; exit 1; }
