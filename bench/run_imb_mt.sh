@@ -34,7 +34,10 @@
 #                    ExchangeMT UniBandMT BiBandMT BcastMT AllReduceMT
 #                    ReduceMT BarrierMT)
 #   BENCH_IMB_COUNT  -count                            (default 1,1024)
-#   BENCH_IMB_REPEAT -repeat                           (default 2000)
+#   BENCH_IMB_REPEAT -repeat at T = 1                  (default 2000)
+#   BENCH_IMB_REPEAT_MT  -repeat at T > 1 (default 20: on 2 cores a T > 1
+#                    repetition takes up to milliseconds, raw and shim alike)
+#   -warmup is 100 at T = 1 and 10 at T > 1
 #   BENCH_IMB_EXTRA  one VAR=VALUE for a fourth configuration (default none)
 #   BENCH_TIMEOUT    seconds before a run is killed    (default 300)
 #   BENCH_RESULTS    output folder                     (default bench/results)
@@ -49,11 +52,13 @@ threads=${BENCH_THREADS:-1 2 4}
 list=${BENCH_IMB_LIST:-PingPongMT PingPingMT SendRecvMT ExchangeMT UniBandMT BiBandMT BcastMT AllReduceMT ReduceMT BarrierMT}
 count=${BENCH_IMB_COUNT:-1,1024}
 repeat=${BENCH_IMB_REPEAT:-2000}
+repeat_mt=${BENCH_IMB_REPEAT_MT:-20}
 xcfg=${BENCH_IMB_EXTRA:-}
 
 bench_posint BENCH_RUNS "$runs"
 bench_posint BENCH_TIMEOUT "$tmo"
 bench_posint BENCH_IMB_REPEAT "$repeat"
+bench_posint BENCH_IMB_REPEAT_MT "$repeat_mt"
 for t in $threads; do bench_posint BENCH_THREADS "$t"; done
 [[ $count =~ ^[0-9]+(,[0-9]+)*$ ]] || die "BENCH_IMB_COUNT: '$count' is not a comma-separated list of counts"
 [ -z "$xcfg" ] || [[ $xcfg =~ ^MPISHIM_[A-Z0-9_]+=[^[:space:]]+$ ]] || die "BENCH_IMB_EXTRA: '$xcfg' is not one MPISHIM_VAR=VALUE"
@@ -82,7 +87,10 @@ bench_run() {
     # each host's own flag.
     if [ "$host" = openmpi ]; then flags+=(-x OMP_NUM_THREADS); else flags+=(-genv OMP_NUM_THREADS "$t"); fi
     local -a cmd=(env "${env_args[@]}" "${launch[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -thread_level multiple
-                  -count "$count" -repeat "$repeat" -warmup 100 $list)
+                  -count "$count")
+    if [ "$t" -eq 1 ]; then cmd+=(-repeat "$repeat" -warmup 100); else cmd+=(-repeat "$repeat_mt" -warmup 10); fi
+    # shellcheck disable=SC2206  # one word per benchmark
+    cmd+=($list)
     local out rc log=$results/logs/imb-mt-$host-T$t-$cfg-run$round.log
     out=$(timeout -k 10 "$tmo" "${cmd[@]}" 2>&1)
     rc=$?
@@ -148,7 +156,7 @@ bench_table() {
 
 header=$(
     echo "IMB-MT (Intel MPI Benchmarks, multithreaded flavour; built outside the project), 2 ranks x T"
-    echo "OpenMP threads, -thread_level multiple -count $count -repeat $repeat -warmup 100; median over"
+    echo "OpenMP threads, -thread_level multiple -count $count -repeat $repeat -warmup 100 (T > 1: -repeat $repeat_mt -warmup 10); median over"
     echo "$runs alternating runs of IMB-MT's t_avg (us; lower is better)."
     bench_machine_line
     bench_load_line
@@ -161,5 +169,6 @@ header=$(
 echo "$header"
 echo
 
+# shellcheck disable=SC2086  # one argument per T
 bench_rounds "host,T,config,run,benchmark,bytes,t_avg_us" imb-mt- "T=" $threads
 bench_finish "; load average at the end: $(bench_loadavg)"
