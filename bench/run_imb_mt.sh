@@ -95,10 +95,17 @@ bench_run() {
     out=$(timeout -k 10 "$tmo" "${cmd[@]}" 2>&1)
     rc=$?
     local lines
-    # "# Benchmarking NAME" then rows "bytes reps t_min t_max t_avg [MB/s]"
+    # "# Benchmarking NAME", a heading that names the columns ("#bytes" may
+    # be missing: BarrierMT, recorded as 0 bytes; "t_avg[usec]" is the 3rd
+    # or the 5th), then the rows
     lines=$(awk -v pre="$host,$t,$cfg,$round" '
-        /^# Benchmarking / { b = $3; next }
-        b != "" && $1 ~ /^[0-9]+$/ && NF >= 5 { print pre "," b "," $1 "," $5 }' <<< "$out")
+        /^# Benchmarking / { b = $3; tc = 0; next }
+        b != "" && /repetitions/ && /t_avg/ {
+            bc = 0
+            for (i = 1; i <= NF; i++) { if ($i == "#bytes") bc = i; if ($i ~ /^t_avg/) tc = i }
+            next
+        }
+        b != "" && tc && $1 ~ /^[0-9]+$/ && NF >= tc { print pre "," b "," (bc ? $bc : 0) "," $tc }' <<< "$out")
     if [ $rc -ne 0 ] || [ -z "$lines" ]; then
         bench_fail "$log" "$host T=$t $cfg run $round" "$([ $rc -eq 124 ] && echo "timed out after ${tmo}s" || echo "exit code $rc")" \
             "$out" "${cmd[@]}"
@@ -110,7 +117,8 @@ bench_run() {
     echo ok
 }
 
-# bench_table HOST CSV: per T, one row per benchmark and size.
+# bench_table HOST CSV: per T, one row per benchmark and size (t_avg: for
+# UniBandMT and BiBandMT too, the time per message of a window).
 bench_table() {
     local cfgs
     cfgs=$(bench_configs "$1")
