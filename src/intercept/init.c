@@ -47,6 +47,9 @@ static int runtime_start(int serialized)
     PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     n = agree[0];
     msh_rt.coll_host = agree[1];
+    if (msh_cfg.coll == MSH_COLL_HOST && !agree[1])
+        msh_log_once("MPISHIM_COLL=host is not in effect (the host is serialized, posts are queued, or a rank did "
+                     "not set it): blocking collectives use their nonblocking form");
     if (msh_vci_pool_init(n, serialized) != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
