@@ -28,19 +28,16 @@ static inline int shim_reqs(void)
         return rc_;                                  \
     } while (0)
 
-/* The status of an inactive shim request. */
-static void inactive_status(msh_request *r, MPI_Status *status)
+/* An inactive shim request: complete at once, with its kind's empty status. */
+static inline int inactive(msh_request *r, MPI_Status *status)
 {
-    if (r->kind == MSH_KIND_PART)
-        msh_part_empty_status(status);
-    else
-        msh_empty_status(status);
+    if (atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_INACTIVE)
+        return 0;
+    msh_req_ops_of(r)->empty_status(status);
+    return 1;
 }
 
 /* ------------------------------------------------------------ single requests */
-
-/* Polls of a partitioned request before its waiter starts idling. */
-#define MSH_PART_SPIN_POLLS 256
 
 /* MPI_Wait on a request the shim did not make. */
 static int wait_host(MPI_Request *req, MPI_Status *status)
@@ -65,20 +62,9 @@ static int wait_call(MPI_Request *req, MPI_Status *status)
     msh_request *r = msh_req_of(*req);
     if (!r)
         return wait_host(req, status);
-    if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_INACTIVE) {
-        inactive_status(r, status);
+    if (inactive(r, status))
         return MPI_SUCCESS;
-    }
-    if (r->kind == MSH_KIND_PART) {
-        /* Poll a while before idling: a short message is often in within a
-         * few polls, and giving the core away costs more than that. */
-        for (unsigned polls = 0; !msh_part_progress(r, 1); polls++)
-            if (polls >= MSH_PART_SPIN_POLLS)
-                msh_idle();
-        return msh_part_retire(r, status);
-    }
-    msh_req_wait_complete(r);
-    return msh_req_retire(r, req, status);
+    return msh_req_ops_of(r)->wait(r, req, status);
 }
 
 MSH_EXPORT int MPI_Wait(MPI_Request *req, MPI_Status *status)
@@ -93,25 +79,9 @@ static int test_call(MPI_Request *req, int *flag, MPI_Status *status)
     msh_request *r = msh_req_of(*req);
     if (!r)
         RETURN_HOST_CALL(*req, PMPI_Test(req, flag, status));
-    int st = atomic_load_explicit(&r->state, memory_order_acquire);
-    if (st == MSH_REQ_INACTIVE) {
-        *flag = 1;
-        inactive_status(r, status);
-        return MPI_SUCCESS;
-    }
-    if (r->kind == MSH_KIND_PART) {
-        *flag = msh_part_progress(r, 1);
-        return *flag ? msh_part_retire(r, status) : MPI_SUCCESS;
-    }
-    if (st != MSH_REQ_COMPLETE) {
-        msh_progress_try(r->vci);
-        if (!msh_req_done(r)) {
-            *flag = 0;
-            return MPI_SUCCESS;
-        }
-    }
-    *flag = 1;
-    return msh_req_retire(r, req, status);
+    if (inactive(r, status))
+        return (*flag = 1), MPI_SUCCESS;
+    return msh_req_ops_of(r)->test(r, req, flag, status);
 }
 
 MSH_EXPORT int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status)
@@ -126,27 +96,9 @@ static int request_get_status_call(MPI_Request req, int *flag, MPI_Status *statu
     msh_request *r = msh_req_of(req);
     if (!r)
         RETURN_HOST_CALL(req, PMPI_Request_get_status(req, flag, status));
-    int st = atomic_load_explicit(&r->state, memory_order_acquire);
-    if (st == MSH_REQ_INACTIVE) {
-        *flag = 1;
-        inactive_status(r, status);
-        return MPI_SUCCESS;
-    }
-    if (r->kind == MSH_KIND_PART)
-        msh_part_progress(r, 1);
-    else if (st != MSH_REQ_COMPLETE)
-        msh_progress_try(r->vci);
-    *flag = msh_req_done(r);
-    if (!*flag)
-        return MPI_SUCCESS;
-    msh_status_out(status, &r->status);
-#if defined(MPICH)
-    /* As the host: MPICH returns a finished request's error here (the
-     * handle stays for Wait or Test), Open MPI returns MPI_SUCCESS. */
-    if (r->kind != MSH_KIND_PART)
-        return r->status.MPI_ERROR;
-#endif
-    return MPI_SUCCESS;
+    if (inactive(r, status))
+        return (*flag = 1), MPI_SUCCESS;
+    return msh_req_ops_of(r)->get_status(r, flag, status);
 }
 
 MSH_EXPORT int MPI_Request_get_status(MPI_Request req, int *flag, MPI_Status *status)
@@ -245,16 +197,16 @@ static inline int startable(msh_request *r)
 }
 
 /* The error for a shim request that may not be started, as the hosts
- * report it (on MPI_COMM_WORLD; a partitioned one on its communicator). */
+ * report it (where its kind raises request errors). */
 static int not_startable(msh_request *r)
 {
-    return r->kind == MSH_KIND_PART ? msh_comm_error(msh_part_comm(r), MPI_ERR_REQUEST) : msh_bad_request();
+    return msh_comm_error(msh_req_ops_of(r)->error_comm(r), MPI_ERR_REQUEST);
 }
 
 /* Start a shim request that startable() accepted. */
 static int start_shim(msh_request *r)
 {
-    return r->kind == MSH_KIND_PART ? msh_part_start(r) : msh_req_start(r);
+    return msh_req_ops_of(r)->start(r);
 }
 
 MSH_EXPORT int MPI_Start(MPI_Request *req)
@@ -331,7 +283,7 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
     msh_request *r = msh_req_of(*req);
     if (!r)
         RETURN_HOST_CALL(*req, PMPI_Request_free(req));
-    return r->kind == MSH_KIND_PART ? msh_part_free(r, req) : msh_req_free(r, req);
+    return msh_req_ops_of(r)->free(r, req);
 }
 
 MSH_EXPORT int MPI_Cancel(MPI_Request *req)
@@ -341,7 +293,7 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
     msh_request *r = msh_req_of(*req);
     if (!r)
         RETURN_HOST_CALL(*req, PMPI_Cancel(req));
-    return r->kind == MSH_KIND_PART ? msh_part_cancel(r) : msh_req_cancel(r);
+    return msh_req_ops_of(r)->cancel(r);
 }
 
 /* MPICH defines these as macros (a request handle is its own Fortran

@@ -91,8 +91,8 @@ static void after_host_init(int requested, int host_provided, int *provided)
 {
     /* What the sync layer calls up for (partitioned requests work with the
      * runtime off too): before the runtime's progress thread can read it. */
-    msh_sync_set_upper(&(msh_sync_upper){
-        .sweep = msh_part_sweep, .sweep_wanted = &msh_part_nsetup, .advance = msh_part_progress });
+    msh_sync_set_upper(&(msh_sync_upper){ .sweep = msh_part_sweep, .sweep_wanted = &msh_part_nsetup });
+    msh_req_ops_register(MSH_KIND_PART, &msh_part_req_ops);
     msh_rt.thread_requested = requested;
     msh_rt.thread_provided = host_provided;
     PMPI_Comm_rank(MPI_COMM_WORLD, &msh_rt.world_rank);

@@ -93,4 +93,8 @@ int msh_part_cancel(msh_request *r);
 /* Status of an inactive partitioned request. */
 void msh_part_empty_status(MPI_Status *st);
 
+/* The operations above as the request layer calls them (partitioned/request.c),
+ * registered for MSH_KIND_PART at init. */
+extern const msh_req_ops msh_part_req_ops;
+
 #endif

@@ -45,6 +45,7 @@ typedef enum {
     MSH_KIND_PSEND, /* persistent */
     MSH_KIND_PRECV,
     MSH_KIND_PART,  /* partitioned (src/partitioned): ext is its channel */
+    MSH_KIND_COUNT,
 } msh_req_kind;
 
 /* Value of msh_request.sync once progress has claimed the request's
@@ -271,5 +272,47 @@ void msh_vci_req_put(struct msh_vci *v, msh_request *r);
 /* Under the VCI lock: add r (r->host posted) to the pending set. Returns
  * MPI_SUCCESS or MPI_ERR_NO_MEM. */
 int msh_vci_pending_add(struct msh_vci *v, msh_request *r);
+
+/* ------------------------------------------------------------ per-kind operations */
+
+/* What a request of one kind does when the program calls on it, as Open
+ * MPI's requests carry req_start, req_free and req_cancel: the completion
+ * entry points (src/intercept/complete.c) and the array engine call these
+ * and never switch on the kind. The kinds backed by a host request (send,
+ * receive, collective, persistent send and receive) share one table
+ * (sync/wait.c); the partitioned layer, above this one, registers its own at
+ * init with msh_req_ops_register, the request layer's one upward hook. */
+typedef struct msh_req_ops {
+    /* Advance a pending request by its own means; 1 when it is complete.
+     * NULL for kinds the progress engine completes (waiters may sleep on
+     * those; a request with progress is polled). */
+    int (*progress)(msh_request *r, int blocking);
+    /* MPI_Wait, MPI_Test, MPI_Request_get_status on an active request
+     * (the entry points answer for an inactive one). */
+    int (*wait)(msh_request *r, MPI_Request *handle, MPI_Status *status);
+    int (*test)(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status);
+    int (*get_status)(msh_request *r, int *flag, MPI_Status *status);
+    int (*start)(msh_request *r); /* a persistent, inactive request */
+    int (*free)(msh_request *r, MPI_Request *handle);
+    int (*cancel)(msh_request *r);
+    void (*empty_status)(MPI_Status *status); /* an inactive request's */
+    MPI_Comm (*error_comm)(msh_request *r);   /* where its request errors are raised */
+} msh_req_ops;
+
+extern const msh_req_ops *msh_req_kinds[MSH_KIND_COUNT];
+
+static inline const msh_req_ops *msh_req_ops_of(const msh_request *r)
+{
+    return msh_req_kinds[r->kind];
+}
+
+/* Polled, not notified: a waiter must not sleep on its sync object. */
+static inline int msh_req_polled(const msh_request *r)
+{
+    return msh_req_ops_of(r)->progress != NULL;
+}
+
+/* Before the runtime starts and any request of that kind exists. */
+void msh_req_ops_register(msh_req_kind kind, const msh_req_ops *ops);
 
 #endif

@@ -66,8 +66,6 @@ typedef struct msh_sync_upper {
      * would block in the host poll instead. */
     int (*sweep)(void);
     _Atomic int *sweep_wanted;
-    /* Advance an MSH_KIND_PART request; 1 when it is complete. */
-    int (*advance)(msh_request *r, int blocking);
 } msh_sync_upper;
 
 extern msh_sync_upper msh_upper;

@@ -282,11 +282,12 @@ void msh_req_wait_complete(msh_request *r)
     msh_sync_finish(&s, attached);
 }
 
-/* State of a shim request, advancing a partitioned one first. */
+/* State of a shim request, advancing a polled one first. */
 static inline int state_of(msh_request *r)
 {
-    if (r->kind == MSH_KIND_PART && atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
-        msh_upper.advance(r, 1);
+    const msh_req_ops *o = msh_req_ops_of(r);
+    if (o->progress && atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING)
+        o->progress(r, 1);
     return atomic_load_explicit(&r->state, memory_order_acquire);
 }
 
@@ -557,12 +558,12 @@ static void host_part_collect(host_part *h, int n, const MPI_Request reqs[])
 
 /* Step 5: the mixed wait loop. Each round counts the shim requests ... */
 typedef struct shim_tally {
-    int done, pending, part_pending;
+    int done, pending, polled_pending;
 } shim_tally;
 
 static void tally_shim(int n, MPI_Request reqs[], shim_tally *t)
 {
-    t->done = t->pending = t->part_pending = 0;
+    t->done = t->pending = t->polled_pending = 0;
     for (int i = 0; i < n; i++) {
         msh_request *r = msh_req_of(reqs[i]);
         if (!r)
@@ -570,7 +571,7 @@ static void tally_shim(int n, MPI_Request reqs[], shim_tally *t)
         int st = state_of(r);
         t->done += st == MSH_REQ_COMPLETE;
         t->pending += st == MSH_REQ_PENDING;
-        t->part_pending += st == MSH_REQ_PENDING && r->kind == MSH_KIND_PART;
+        t->polled_pending += st == MSH_REQ_PENDING && msh_req_polled(r);
     }
 }
 
@@ -624,8 +625,8 @@ static int wait_mixed(int n, MPI_Request reqs[], const msh_completion *c, const 
         int met = mode_met(h, c->mode, &t);
         if (met || !c->blocking)
             return met;
-        /* Partitioned requests are polled, not notified: no sleeping then. */
-        if (h->n == 0 && t.part_pending == 0)
+        /* Polled requests (partitioned ones) are not notified: no sleeping then. */
+        if (h->n == 0 && t.polled_pending == 0)
             wait_shim(n, reqs, c->mode);
         else
             msh_idle();
@@ -785,7 +786,7 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
         if (reqs[i] == MPI_REQUEST_NULL)
             continue;
         msh_request *r = msh_req_of(reqs[i]);
-        if (!r || r->kind == MSH_KIND_PART)
+        if (!r || msh_req_polled(r))
             return -1; /* a host request, a stale handle (refused there), or polled */
         int st = atomic_load_explicit(&r->state, memory_order_acquire);
         if (st == MSH_REQ_PENDING && vci < 0)
@@ -839,4 +840,71 @@ int msh_complete(int n, MPI_Request reqs[], const msh_completion *c)
     if (cs.nshim_active == 0 && cs.nhost == 0)
         return complete_inactive(n, reqs, c);
     return complete_mixed(n, reqs, c, &cs);
+}
+
+/* ------------------------------------------------------------ the host-backed kinds' operations */
+
+static int host_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
+{
+    msh_req_wait_complete(r);
+    return msh_req_retire(r, handle, status);
+}
+
+static int host_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
+{
+    if (!msh_req_done(r)) {
+        msh_progress_try(r->vci);
+        if (!msh_req_done(r)) {
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
+    }
+    *flag = 1;
+    return msh_req_retire(r, handle, status);
+}
+
+static int host_get_status(msh_request *r, int *flag, MPI_Status *status)
+{
+    if (!msh_req_done(r))
+        msh_progress_try(r->vci);
+    *flag = msh_req_done(r);
+    if (!*flag)
+        return MPI_SUCCESS;
+    msh_status_out(status, &r->status);
+#if defined(MPICH)
+    /* As the host: MPICH returns a finished request's error here (the
+     * handle stays for Wait or Test), Open MPI returns MPI_SUCCESS. */
+    return r->status.MPI_ERROR;
+#else
+    return MPI_SUCCESS;
+#endif
+}
+
+/* Request errors of these kinds are raised where the hosts raise them. */
+static MPI_Comm host_error_comm(msh_request *r)
+{
+    (void)r;
+    return MPI_COMM_WORLD;
+}
+
+static const msh_req_ops host_ops = {
+    .progress = NULL, /* the progress engine completes them */
+    .wait = host_wait,
+    .test = host_test,
+    .get_status = host_get_status,
+    .start = msh_req_start,
+    .free = msh_req_free,
+    .cancel = msh_req_cancel,
+    .empty_status = msh_empty_status,
+    .error_comm = host_error_comm,
+};
+
+const msh_req_ops *msh_req_kinds[MSH_KIND_COUNT] = {
+    [MSH_KIND_SEND] = &host_ops,  [MSH_KIND_RECV] = &host_ops,  [MSH_KIND_COLL] = &host_ops,
+    [MSH_KIND_PSEND] = &host_ops, [MSH_KIND_PRECV] = &host_ops,
+};
+
+void msh_req_ops_register(msh_req_kind kind, const msh_req_ops *ops)
+{
+    msh_req_kinds[kind] = ops;
 }

@@ -12,8 +12,46 @@
 
 #define N 3000
 
+/* A polled kind's operations, as the partitioned layer registers its own. */
+static int fake_progress(msh_request *r, int blocking)
+{
+    (void)r;
+    (void)blocking;
+    return 1;
+}
+static int fake_start(msh_request *r)
+{
+    (void)r;
+    return 42;
+}
+static const msh_req_ops fake_ops = { .progress = fake_progress, .start = fake_start };
+
+/* Every kind has its operations: the host-backed ones share one table whose
+ * requests the progress engine completes (not polled); a registered kind's
+ * come from its table. */
+static void check_kinds(void)
+{
+    static msh_request r;
+    const msh_req_kind host_kinds[] = { MSH_KIND_SEND, MSH_KIND_RECV, MSH_KIND_COLL, MSH_KIND_PSEND, MSH_KIND_PRECV };
+    for (size_t i = 0; i < sizeof host_kinds / sizeof host_kinds[0]; i++) {
+        r.kind = (uint8_t)host_kinds[i];
+        const msh_req_ops *o = msh_req_ops_of(&r);
+        EXPECT(o != NULL && o == msh_req_kinds[MSH_KIND_SEND]);
+        EXPECT(o && o->progress == NULL && o->wait && o->test && o->get_status && o->start && o->free && o->cancel &&
+               o->empty_status && o->error_comm);
+        EXPECT(!msh_req_polled(&r));
+    }
+    msh_req_ops_register(MSH_KIND_PART, &fake_ops);
+    r.kind = MSH_KIND_PART;
+    EXPECT(msh_req_ops_of(&r) == &fake_ops);
+    EXPECT(msh_req_polled(&r));
+    EXPECT(msh_req_ops_of(&r)->start(&r) == 42);
+}
+
 int main(void)
 {
+    check_kinds();
+
     EXPECT(msh_req_arena_init() == 0);
     EXPECT(msh_vci_pool_init(2, 0) == 0);
     msh_vci *v0 = msh_vci_get(0), *v1 = msh_vci_get(1);
