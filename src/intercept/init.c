@@ -73,17 +73,25 @@ static int runtime_start(int serialized)
     return 0;
 }
 
-/* MPISHIM_WIN_FLUSH_LOCAL=auto: MPICH's ch4:ucx device, whose flush_local
- * can leave a Get unfinished (src/vci/win.h; MPICH 4.0.2 here). */
-static int flush_local_wanted(void)
+/* MPICH's ch4:ucx device, whose deviations two corrections follow: the
+ * flush_local one (src/vci/win.h) and a truncated receive's count
+ * (intercept/status.h). Asked of the host once. */
+static int host_is_mpich_ucx(void)
 {
-    if (msh_cfg.win_flush_local != MSH_WIN_FLUSH_LOCAL_AUTO)
-        return msh_cfg.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH;
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     if (PMPI_Get_library_version(lib, &len) != MPI_SUCCESS)
         return 0;
     return strstr(lib, "MPICH") != NULL && strstr(lib, "ch4:ucx") != NULL;
+}
+
+/* MPISHIM_WIN_FLUSH_LOCAL=auto: MPICH's ch4:ucx device, whose flush_local
+ * can leave a Get unfinished (src/vci/win.h; MPICH 4.0.2 here). */
+static int flush_local_wanted(int mpich_ucx)
+{
+    if (msh_cfg.win_flush_local != MSH_WIN_FLUSH_LOCAL_AUTO)
+        return msh_cfg.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH;
+    return mpich_ucx;
 }
 
 /* What follows a successful host init, for both MPI_Init and MPI_Init_thread. */
@@ -109,10 +117,12 @@ static void after_host_init(int requested, int host_provided, int *provided)
             *provided = MPI_THREAD_MULTIPLE;
     }
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
-    if (!msh_cfg.disable && flush_local_wanted())
-        atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
-    if (!msh_cfg.disable)
-        msh_status_init(); /* a truncated receive's count (status.h) */
+    if (!msh_cfg.disable) {
+        int mpich_ucx = host_is_mpich_ucx();
+        if (flush_local_wanted(mpich_ucx))
+            atomic_store_explicit(&msh_win_local_as_flush, 1, memory_order_relaxed);
+        msh_status_init(mpich_ucx); /* a truncated receive's count (status.h) */
+    }
     if (!msh_on())
         msh_state_set(msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE);
     msh_part_init(); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */

@@ -15,7 +15,6 @@
 
 typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 
-
 /* The host's nonblocking or persistent send of mode op. Also the solo path
  * (shim.h): the host call itself, on the route's communicator, so that
  * messages keep their order when the process leaves solo mode. */
@@ -420,8 +419,7 @@ SEND_WRAPPERS(Rsend, Irsend, OP_RSEND)
 
 /* ------------------------------------------------------------ receives */
 
-static int recv_call(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                      MPI_Status *status)
+static int recv_call(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
         return fwd_recv(buf, count, dt, source, tag, comm, status);
@@ -470,8 +468,8 @@ MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, 
 }
 
 static int sendrecv_call(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                          void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                          MPI_Comm comm, MPI_Status *status)
+                         void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm,
+                         MPI_Status *status)
 {
     if (!msh_on())
         return fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, comm, recvbuf, recvcount, recvtype, source,
@@ -505,12 +503,13 @@ MSH_EXPORT int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sen
                             void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                             MPI_Comm comm, MPI_Status *status)
 {
-    return msh_status_fix(sendrecv_call(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
-                                          comm, status), status);
+    int rc = sendrecv_call(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source, recvtag,
+                           comm, status);
+    return msh_status_fix(rc, status);
 }
 
 static int sendrecv_replace_call(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
-                                  int recvtag, MPI_Comm comm, MPI_Status *status)
+                                 int recvtag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
         return PMPI_Sendrecv_replace(buf, count, dt, dest, sendtag, source, recvtag, comm, status);

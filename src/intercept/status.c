@@ -1,18 +1,11 @@
 /* Statuses on their way back to the program (status.h). */
-#include <string.h>
-
 #include "intercept/status.h"
 
 _Atomic int msh_status_trunc_zero;
 
-void msh_status_init(void)
+void msh_status_init(int mpich_ucx)
 {
-    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
-    int len = 0;
-    if (PMPI_Get_library_version(lib, &len) != MPI_SUCCESS)
-        return;
-    int stale = strstr(lib, "MPICH") != NULL && strstr(lib, "ch4:ucx") != NULL;
-    atomic_store_explicit(&msh_status_trunc_zero, stale, memory_order_relaxed);
+    atomic_store_explicit(&msh_status_trunc_zero, mpich_ucx, memory_order_relaxed);
 }
 
 static int error_class(int code)

@@ -20,8 +20,8 @@
 /* Set once at init (msh_status_init); read on the error paths only. */
 extern _Atomic int msh_status_trunc_zero;
 
-/* At init, after the host's: turn the correction on for a host that needs it. */
-void msh_status_init(void);
+/* At init, after the host's: turn the correction on for MPICH's ch4:ucx device. */
+void msh_status_init(int mpich_ucx);
 
 /* The slow halves, after a failed call: its one status, or its n statuses
  * (looked at only if it returned MPI_ERR_IN_STATUS). */
