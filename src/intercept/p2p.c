@@ -13,7 +13,13 @@
 #include "partitioned/part.h"
 #include "sync/watchdog.h"
 
-typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
+typedef msh_tp_mode send_op;
+
+static inline msh_tp_msg msg_of(send_op op, const void *buf, int count, MPI_Datatype dt, int peer, int tag,
+                                MPI_Comm c)
+{
+    return (msh_tp_msg){ .buf = buf, .count = count, .dt = dt, .peer = peer, .tag = tag, .comm = c, .mode = op };
+}
 
 /* The host's nonblocking or persistent send of mode op. Also the solo path
  * (shim.h): the host call itself, on the route's communicator, so that
@@ -21,20 +27,8 @@ typedef enum { OP_SEND, OP_SSEND, OP_BSEND, OP_RSEND } send_op;
 static int solo_post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest,
                           int tag, MPI_Comm c, MPI_Request *req)
 {
-    if (!persistent) {
-        switch (op) {
-        case OP_SSEND: return PMPI_Issend(buf, count, dt, dest, tag, c, req);
-        case OP_BSEND: return PMPI_Ibsend(buf, count, dt, dest, tag, c, req);
-        case OP_RSEND: return PMPI_Irsend(buf, count, dt, dest, tag, c, req);
-        default:       return PMPI_Isend(buf, count, dt, dest, tag, c, req);
-        }
-    }
-    switch (op) {
-    case OP_SSEND: return PMPI_Ssend_init(buf, count, dt, dest, tag, c, req);
-    case OP_BSEND: return PMPI_Bsend_init(buf, count, dt, dest, tag, c, req);
-    case OP_RSEND: return PMPI_Rsend_init(buf, count, dt, dest, tag, c, req);
-    default:       return PMPI_Send_init(buf, count, dt, dest, tag, c, req);
-    }
+    msh_tp_msg m = msg_of(op, buf, count, dt, dest, tag, c);
+    return msh_tp_host_post(&m, persistent, req);
 }
 
 /* The forwarding paths (runtime off, or solo) make blocking host calls,
@@ -48,9 +42,9 @@ static int fwd_send(send_op op, const void *buf, int count, MPI_Datatype dt, int
         return rc == MPI_SUCCESS ? msh_host_wait(&q, MPI_STATUS_IGNORE) : rc;
     }
     switch (op) {
-    case OP_SSEND: return PMPI_Ssend(buf, count, dt, dest, tag, c);
-    case OP_BSEND: return PMPI_Bsend(buf, count, dt, dest, tag, c);
-    case OP_RSEND: return PMPI_Rsend(buf, count, dt, dest, tag, c);
+    case MSH_TP_SSEND: return PMPI_Ssend(buf, count, dt, dest, tag, c);
+    case MSH_TP_BSEND: return PMPI_Bsend(buf, count, dt, dest, tag, c);
+    case MSH_TP_RSEND: return PMPI_Rsend(buf, count, dt, dest, tag, c);
     default:       return PMPI_Send(buf, count, dt, dest, tag, c);
     }
 }
@@ -238,9 +232,9 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_send(comm, mc, dest, tag, &rt);
-    if (msh_queue_active() && !persistent && (op == OP_SEND || op == OP_SSEND) && queueable(mc) &&
+    if (msh_queue_active() && !persistent && (op == MSH_TP_SEND || op == MSH_TP_SSEND) && queueable(mc) &&
         msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
-        return msh_queue_post(rt.vci, 0, op == OP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);
+        return msh_queue_post(rt.vci, 0, op == MSH_TP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);
     if (now_path(now)) {
         MPI_Request h;
         int locked = msh_host_enter();
@@ -255,7 +249,8 @@ static int post_send(send_op op, int persistent, const void *buf, int count, MPI
     msh_request *r = msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, rt.comm, &r->host);
+    msh_tp_msg m = msg_of(op, buf, count, dt, dest, tag, rt.comm);
+    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
     if (msh_cfg.stats && rc == MPI_SUCCESS)
         rt.vci->st.bytes += msh_payload_bytes(count, dt);
     r->procnull = dest == MPI_PROC_NULL;
@@ -320,10 +315,8 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
         msh_vci_unlock(rt.vci);
         return rc;
     }
-    if (!persistent)
-        rc = PMPI_Irecv(buf, count, dt, source, tag, rt.comm, &r->host);
-    else
-        rc = PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, &r->host);
+    msh_tp_msg m = msg_of(MSH_TP_RECV, buf, count, dt, source, tag, rt.comm);
+    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
     r->procnull = source == MPI_PROC_NULL;
     msh_watchdog_note(r, source, tag, comm);
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
@@ -412,10 +405,10 @@ static int procnull_recv(void *buf, int count, MPI_Datatype dt, int tag, MPI_Com
         return post_send(OP, 1, buf, count, dt, dest, tag, comm, req, NULL);                                \
     }
 
-SEND_WRAPPERS(Send, Isend, OP_SEND)
-SEND_WRAPPERS(Ssend, Issend, OP_SSEND)
-SEND_WRAPPERS(Bsend, Ibsend, OP_BSEND)
-SEND_WRAPPERS(Rsend, Irsend, OP_RSEND)
+SEND_WRAPPERS(Send, Isend, MSH_TP_SEND)
+SEND_WRAPPERS(Ssend, Issend, MSH_TP_SSEND)
+SEND_WRAPPERS(Bsend, Ibsend, MSH_TP_BSEND)
+SEND_WRAPPERS(Rsend, Irsend, MSH_TP_RSEND)
 
 /* ------------------------------------------------------------ receives */
 
@@ -487,7 +480,7 @@ static int sendrecv_call(const void *sendbuf, int sendcount, MPI_Datatype sendty
     int rc = post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr, NULL);
     if (rc != MPI_SUCCESS)
         return rc;
-    rc = post_send(OP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr, NULL);
+    rc = post_send(MSH_TP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr, NULL);
     if (rc != MPI_SUCCESS) {
         /* The receive was posted: it must not linger unmatched. */
         MPI_Cancel(&rr);

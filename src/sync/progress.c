@@ -13,11 +13,6 @@
 #include "core/topo.h"
 #include "sync/queue.h"
 
-/* Pending sets larger than this are polled through their oldest request,
- * with a full Testsome every MSH_FULL_POLL_EVERY polls. */
-#define MSH_HEAD_POLL_MIN 8
-#define MSH_FULL_POLL_EVERY 16
-
 /* Empty polls before an owner yields the core. */
 #define MSH_YIELD_POLLS 8
 
@@ -123,84 +118,31 @@ void msh_progress_complete(msh_request *r)
     notify_flush(&b);
 }
 
-/* Under v's lock, with n > 0 requests pending: whether a full pass is
- * worth making. Testsome costs O(pending) per call, a pass of a host
- * Waitall O(1). Requests of one VCI complete roughly in the order they
- * were posted, so while the oldest is not done a cheap look at it (which
- * also drives the host's progress) stands in for a full pass; a full pass
- * every MSH_FULL_POLL_EVERY polls catches the rest. */
-static int head_says_poll(msh_vci *v, int n)
-{
-    if (n <= MSH_HEAD_POLL_MIN || ++v->head_polls % MSH_FULL_POLL_EVERY == 0)
-        return 1;
-    int flag = 0;
-    PMPI_Request_get_status(v->hreqs[0], &flag, MPI_STATUS_IGNORE);
-    return flag;
-}
-
-/* Under v's lock: Testsome over the n pending requests; returns the count
- * completed (out_idx, out_st), *rc the host's result. */
-static int host_testsome(msh_vci *v, int n, int *rc)
-{
-    int outcount = 0;
-    *rc = PMPI_Testsome(n, v->hreqs, &outcount, v->out_idx, v->out_st);
-    if (MSH_UNLIKELY(outcount == MPI_UNDEFINED)) {
-        /* The host sees every one as inactive: a persistent operation it
-         * completed inside MPI_Start (MPICH 4.0 does so for MPI_PROC_NULL
-         * peers). They are complete, with the empty status the host's own
-         * Wait would give. */
-        MPI_Request nul = MPI_REQUEST_NULL;
-        MPI_Status empty;
-        PMPI_Wait(&nul, &empty);
-        for (int i = 0; i < n; i++) {
-            v->out_idx[i] = i;
-            v->out_st[i] = empty;
-        }
-        outcount = n;
-    }
-    return outcount;
-}
-
-/* Under v's lock: hand the outcount requests Testsome completed to their
- * waiters (or recycle the freed ones), then compact the pending set,
- * keeping the order of the rest. */
-static void complete_polled(msh_vci *v, int n, int outcount, int rc)
+/* Under v's lock: hand the n completions its transport returned to their
+ * waiters (or recycle the requests the program freed). */
+static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
 {
     notify_batch b = { .n = 0 };
-    for (int k = 0; k < outcount; k++) {
-        int i = v->out_idx[k];
-        msh_request *r = v->sreqs[i];
-        r->status = v->out_st[k];
-        if (rc != MPI_ERR_IN_STATUS)
-            r->status.MPI_ERROR = MPI_SUCCESS;
-        r->host = v->hreqs[i]; /* MPI_REQUEST_NULL, or the inactive persistent request */
-        v->sreqs[i] = NULL;
+    for (int k = 0; k < n; k++) {
+        msh_request *r = done[k].ctx;
+        r->status = done[k].status;
+        r->host = done[k].treq; /* none, or the inactive persistent request */
         if (r->freed) {
             /* The user freed it while active: nobody will wait for it. */
-            if (r->persistent && r->host != MPI_REQUEST_NULL)
-                PMPI_Request_free(&r->host);
+            if (r->persistent)
+                msh_tp_release(v->tp, &r->host);
             msh_vci_req_put(v, r);
             continue;
         }
         complete_one(r, &b);
     }
-    int j = 0;
-    for (int i = 0; i < n; i++) {
-        if (v->sreqs[i]) {
-            v->sreqs[j] = v->sreqs[i];
-            v->hreqs[j] = v->hreqs[i];
-            j++;
-        }
-    }
-    v->npending = j;
-    atomic_store_explicit(&v->npending_hint, j, memory_order_relaxed);
-    v->st.completions += (uint64_t)outcount;
+    v->st.completions += (uint64_t)n;
     notify_flush(&b);
 }
 
 int msh_progress_poll(msh_vci *v, int blocking)
 {
-    if (atomic_load_explicit(&v->npending_hint, memory_order_relaxed) == 0 && !msh_queue_nonempty(v))
+    if (msh_tp_idle(v->tp) && !msh_queue_nonempty(v))
         return 0;
     if (blocking)
         msh_vci_lock(v);
@@ -208,22 +150,21 @@ int msh_progress_poll(msh_vci *v, int blocking)
         return 0;
     if (msh_queue_nonempty(v))
         msh_queue_drain(v);
-    int n = v->npending;
-    if (n == 0) {
+    if (v->tp->ntracked == 0) {
         msh_vci_unlock(v);
         return 0;
     }
     v->st.polls++;
-    int rc = MPI_SUCCESS;
-    int outcount = head_says_poll(v, n) ? host_testsome(v, n, &rc) : 0;
-    if (outcount <= 0) {
+    const msh_tp_done *done = NULL;
+    int n = msh_tp_poll(v->tp, &done);
+    if (n <= 0) {
         v->st.empty_polls++;
         msh_vci_unlock(v);
         return 0;
     }
-    complete_polled(v, n, outcount, rc);
+    complete_polled(v, done, n);
     msh_vci_unlock(v);
-    return outcount;
+    return n;
 }
 
 /* ------------------------------------------------------------ yielding */
@@ -307,7 +248,7 @@ static int poll_domain(int d, unsigned *misses)
     return n;
 }
 
-static int host_poll(void *arg, int d, unsigned *misses)
+static int vci_poll(void *arg, int d, unsigned *misses)
 {
     (void)arg;
     return poll_domain(d, misses);
@@ -315,7 +256,7 @@ static int host_poll(void *arg, int d, unsigned *misses)
 
 void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg)
 {
-    domains[d].poll = fn ? fn : host_poll;
+    domains[d].poll = fn ? fn : vci_poll;
     domains[d].poll_arg = fn ? arg : NULL;
 }
 
@@ -506,7 +447,7 @@ int msh_progress_try(int vci)
     unsigned misses = 0;
     int n = d->poll(d->poll_arg, dom, &misses);
     /* A test that found nothing on its VCI sweeps the others once. */
-    if (n == 0 && d->poll == host_poll && msh_cfg.progress == MSH_PROGRESS_VCI)
+    if (n == 0 && d->poll == vci_poll && msh_cfg.progress == MSH_PROGRESS_VCI)
         n = poll_all(0);
     release_ownership(d);
     return n;
@@ -549,7 +490,7 @@ static int nothing_pending(void)
         if (atomic_load_explicit(&v->qhead, memory_order_seq_cst) != NULL)
             return 0;
         msh_vci_lock(v);
-        int n = v->npending;
+        int n = v->tp->ntracked;
         msh_vci_unlock(v);
         if (n)
             return 0;
@@ -632,7 +573,7 @@ int msh_progress_init(void)
     memset(domains, 0, sizeof(msh_domain) * (size_t)ndomains);
     for (int i = 0; i < ndomains; i++) {
         pthread_mutex_init(&domains[i].mtx, NULL);
-        domains[i].poll = host_poll;
+        domains[i].poll = vci_poll;
     }
     if (msh_progress_has_thread()) {
         /* The progress thread owns the one domain for good. */

@@ -133,17 +133,14 @@ void msh_queue_drain(msh_vci *v)
         msh_request *r = fifo;
         fifo = r->next;
         r->next = NULL;
-        int rc;
-        if (r->q.recv)
-            rc = PMPI_Irecv((void *)(uintptr_t)r->q.buf, r->q.count, r->q.dt, r->q.peer, r->q.tag, r->q.comm,
-                            &r->host);
-        else if (r->q.ssend)
-            rc = PMPI_Issend(r->q.buf, r->q.count, r->q.dt, r->q.peer, r->q.tag, r->q.comm, &r->host);
-        else
-            rc = PMPI_Isend(r->q.buf, r->q.count, r->q.dt, r->q.peer, r->q.tag, r->q.comm, &r->host);
+        msh_tp_msg m = {
+            .buf = r->q.buf, .count = r->q.count, .dt = r->q.dt, .peer = r->q.peer, .tag = r->q.tag,
+            .comm = r->q.comm, .mode = r->q.recv ? MSH_TP_RECV : r->q.ssend ? MSH_TP_SSEND : MSH_TP_SEND,
+        };
+        int rc = msh_tp_post(v->tp, &m, &r->host);
         if (rc == MPI_SUCCESS && msh_vci_pending_add(v, r) != MPI_SUCCESS) {
-            /* Posted but cannot be tracked: let the host finish it. */
-            PMPI_Request_free(&r->host);
+            /* Posted but cannot be tracked: let the transport finish it. */
+            msh_tp_release(v->tp, &r->host);
             rc = MPI_ERR_NO_MEM;
         }
         if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {

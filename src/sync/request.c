@@ -160,28 +160,8 @@ void msh_vci_req_put(msh_vci *v, msh_request *r)
 
 int msh_vci_pending_add(msh_vci *v, msh_request *r)
 {
-    if (MSH_UNLIKELY(v->npending == v->cap)) {
-        int cap = v->cap ? v->cap * 2 : 256;
-        MPI_Request *h = realloc(v->hreqs, sizeof *h * (size_t)cap);
-        if (h)
-            v->hreqs = h;
-        msh_request **s = realloc(v->sreqs, sizeof *s * (size_t)cap);
-        if (s)
-            v->sreqs = s;
-        int *oi = realloc(v->out_idx, sizeof *oi * (size_t)cap);
-        if (oi)
-            v->out_idx = oi;
-        MPI_Status *os = realloc(v->out_st, sizeof *os * (size_t)cap);
-        if (os)
-            v->out_st = os;
-        if (!h || !s || !oi || !os)
-            return MPI_ERR_NO_MEM;
-        v->cap = cap;
-    }
-    v->hreqs[v->npending] = r->host;
-    v->sreqs[v->npending] = r;
-    v->npending++;
-    atomic_store_explicit(&v->npending_hint, v->npending, memory_order_relaxed);
-    msh_progress_wake();
-    return MPI_SUCCESS;
+    int rc = msh_tp_track(v->tp, r, r->host);
+    if (MSH_LIKELY(rc == MPI_SUCCESS))
+        msh_progress_wake();
+    return rc;
 }

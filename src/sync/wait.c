@@ -97,7 +97,7 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
         if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
-            r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
+            r->status.MPI_ERROR = msh_tp_wait(v->tp, &r->host, &r->status);
             msh_req_complete_here(r);
             *handle = msh_req_handle(r);
             return MPI_SUCCESS;
@@ -155,11 +155,11 @@ int msh_req_start(msh_request *r)
         msh_vci_unlock(v); /* another thread started it meanwhile */
         return msh_bad_request();
     }
-    int rc = PMPI_Start(&r->host);
+    int rc = msh_tp_start(v->tp, &r->host);
     if (rc == MPI_SUCCESS && r->procnull) {
         /* Done as soon as started; the host's Wait returns at once (and
          * MPICH 4.0's Testsome would call it inactive, never complete). */
-        rc = PMPI_Wait(&r->host, &r->status);
+        rc = msh_tp_wait(v->tp, &r->host, &r->status);
         r->status.MPI_ERROR = rc;
         msh_req_complete_here(r);
     } else if (rc == MPI_SUCCESS) {
@@ -168,7 +168,7 @@ int msh_req_start(msh_request *r)
         if (MSH_UNLIKELY(msh_vci_pending_add(v, r) != MPI_SUCCESS)) {
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
-            r->status.MPI_ERROR = PMPI_Wait(&r->host, &r->status);
+            r->status.MPI_ERROR = msh_tp_wait(v->tp, &r->host, &r->status);
             msh_req_complete_here(r);
             return MPI_SUCCESS;
         }
@@ -199,8 +199,8 @@ int msh_req_free(msh_request *r, MPI_Request *handle)
         msh_vci_unlock(v); /* a waiter retired it meanwhile (retiring takes no VCI lock first) */
         return msh_bad_request();
     } else {
-        if (r->persistent && r->host != MPI_REQUEST_NULL)
-            PMPI_Request_free(&r->host);
+        if (r->persistent)
+            msh_tp_release(v->tp, &r->host);
         msh_vci_req_put(v, r);
     }
     msh_vci_unlock(v);
@@ -216,7 +216,7 @@ int msh_req_cancel(msh_request *r)
         msh_queue_drain(v);
     int rc = MPI_SUCCESS;
     if (atomic_load_explicit(&r->state, memory_order_relaxed) == MSH_REQ_PENDING)
-        rc = PMPI_Cancel(&r->host);
+        rc = msh_tp_cancel(v->tp, &r->host);
     msh_vci_unlock(v);
     return rc;
 }

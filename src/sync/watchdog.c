@@ -129,10 +129,10 @@ static void report(const char *why, uint32_t tick)
     for (int i = 0; i < msh_pool.n; i++) {
         msh_vci *v = &msh_pool.v[i];
         msh_vci_lock(v);
-        line(&t, "  VCI %d: %d pending, %llu completed so far", i, v->npending,
-             (unsigned long long)v->st.completions);
-        for (int k = 0; k < v->npending && k < MAX_LINES_PER_VCI; k++) {
-            const msh_request *r = v->sreqs[k];
+        int n = v->tp->ntracked;
+        line(&t, "  VCI %d: %d pending, %llu completed so far", i, n, (unsigned long long)v->st.completions);
+        for (int k = 0; k < n && k < MAX_LINES_PER_VCI; k++) {
+            const msh_request *r = msh_tp_tracked(v->tp, k);
             const req_info *in = &info[r->idx];
             double age = (double)(uint32_t)(tick - in->tick) * TICK_MS / 1000.0;
             if (in->noted) {
@@ -146,8 +146,8 @@ static void report(const char *why, uint32_t tick)
                      r->freed ? " (freed by the program)" : "");
             }
         }
-        if (v->npending > MAX_LINES_PER_VCI)
-            line(&t, "    ... and %d more", v->npending - MAX_LINES_PER_VCI);
+        if (n > MAX_LINES_PER_VCI)
+            line(&t, "    ... and %d more", n - MAX_LINES_PER_VCI);
         msh_vci_unlock(v);
     }
     if (t.p) {
@@ -173,7 +173,7 @@ static void *watch_main(void *arg)
             msh_vci *v = &msh_pool.v[i];
             msh_vci_lock(v);
             total += v->st.completions;
-            pending += v->npending;
+            pending += v->tp->ntracked;
             msh_vci_unlock(v);
         }
         if (total != last_total || pending == 0) {

@@ -1,5 +1,5 @@
-/* VCI pool: creation and teardown (see vci.h; its request cache and
- * pending set are managed in sync/request.c). */
+/* VCI pool: creation and teardown (see vci.h; its request cache is
+ * managed in sync/request.c, its operations in flight by its transport). */
 #include "vci/vci.h"
 
 #include <stdlib.h>
@@ -34,6 +34,14 @@ int msh_vci_pool_init(int n, int serialized)
         v[i].idx = i;
     }
     pthread_mutexattr_destroy(&aa);
+    for (int i = 0; i < n; i++) {
+        const char *why = NULL;
+        v[i].tp = msh_tp_open("host", i, &why);
+        if (!v[i].tp) {
+            msh_log("VCI %d: cannot open its transport: %s", i, why);
+            return -1;
+        }
+    }
     msh_pool.v = v;
     msh_pool.n = n;
     msh_pool.serialized = serialized;
@@ -44,12 +52,14 @@ int msh_vci_pool_init(int n, int serialized)
  * is still returning when the main thread finalizes (MPICH's test
  * threads/comm/ctxidup; erroneous, but both hosts survive it) retires its
  * request into its VCI's cache under the VCI's lock after that: the VCIs,
- * their locks and their pending sets stay valid until the process exits, as
+ * their locks and their transports stay valid until the process exits, as
  * the request arena does (tests/mpi/mt_finalize_late). */
 int msh_vci_pool_fini(void)
 {
     int leaked = 0;
-    for (int i = 0; i < msh_pool.n; i++)
-        leaked += msh_pool.v[i].npending;
+    for (int i = 0; i < msh_pool.n; i++) {
+        leaked += msh_pool.v[i].tp->ntracked;
+        msh_tp_close(msh_pool.v[i].tp);
+    }
     return leaked;
 }

@@ -1,10 +1,12 @@
-/* The VCI pool: virtual communication interfaces (file 003, section 2).
+/* The VCI pool: virtual communication interfaces, after Zambre,
+ * Chandramowliswharan and Balaji, "How I Learned to Stop Worrying about
+ * User-Visible Endpoints and Love MPI" (ICS 2020).
  *
  * A VCI is the unit of shim-level concurrency: its own lock (held only for
- * short, non-blocking host calls: design brief rule 2), its set of pending
- * host requests polled by the progress engine, its request cache, and its
- * counters. Each is cache-line aligned so that threads working on different
- * VCIs do not share lines (file 003, section 4.3). */
+ * short calls that never block, so no thread waits inside the host while
+ * holding it), its transport instance with the operations in flight, its
+ * request cache, and its counters. Each is cache-line aligned so that
+ * threads working on different VCIs do not share lines. */
 #ifndef MSH_VCI_VCI_H
 #define MSH_VCI_VCI_H
 
@@ -15,16 +17,17 @@
 
 #include "core/common.h"
 #include "core/runtime.h"
+#include "transport/transport.h"
 
 /* Shim requests belong to the sync layer above (sync/request.h); a VCI
- * only stores pointers to them, in its cache and pending set, which the
- * sync layer manages (msh_vci_req_get and the others there). */
+ * only stores pointers to them, in its cache, which the sync layer manages
+ * (msh_vci_req_get and the others there). */
 struct msh_request;
 
 typedef struct msh_vci_stats {
     uint64_t sends, recvs, colls;  /* operations posted */
     uint64_t bytes;                /* payload posted (with MPISHIM_STATS=1) */
-    uint64_t polls, empty_polls;   /* Testsome passes over the pending set */
+    uint64_t polls, empty_polls;   /* transport polls with operations in flight */
     uint64_t completions;
     uint64_t now;                  /* blocking calls the host completed at the post (now_test in intercept/p2p.c) */
     uint64_t cache_hits, cache_refills;
@@ -34,17 +37,9 @@ typedef struct msh_vci {
     _Alignas(MSH_CACHELINE) pthread_mutex_t own_lock;
     pthread_mutex_t *lock;     /* own_lock, or the one host lock when the host is serialized */
     int idx;
-    /* Pending host requests, parallel arrays (Testsome works on hreqs). */
-    int npending, cap;
-    /* npending as last stored under lock, read without it by pollers that
-     * skip an idle VCI rather than take its lock for nothing (a poll that
-     * misses a post made meanwhile sees it on its next pass). */
-    _Atomic int npending_hint;
-    unsigned head_polls;       /* polls that looked at the oldest request only */
-    MPI_Request *hreqs;
-    struct msh_request **sreqs;
-    int *out_idx;              /* Testsome scratch, cap entries */
-    MPI_Status *out_st;
+    /* What moves this VCI's messages, and tracks its operations in flight
+     * (src/transport/transport.h). */
+    msh_tp *tp;
     /* Request cache. */
     struct msh_request *cache;
     int ncache;

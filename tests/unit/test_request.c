@@ -141,16 +141,16 @@ int main(void)
     msh_vci_req_put(v0, b);
     msh_vci_unlock(v0);
 
-    /* The pending set grows and keeps entries in order. */
+    /* The transport's tracked set grows and keeps entries in order. */
     msh_vci_lock(v0);
     for (int i = 0; i < 600; i++) {
         msh_request *r = msh_vci_req_get(v0);
         r->host = MPI_REQUEST_NULL;
         EXPECT(msh_vci_pending_add(v0, r) == MPI_SUCCESS);
-        EXPECT(v0->sreqs[i] == r);
+        EXPECT(msh_tp_tracked(v0->tp, i) == r);
     }
-    EXPECT(v0->npending == 600 && v0->cap >= 600);
-    v0->npending = 0;
+    EXPECT(v0->tp->ntracked == 600 && !msh_tp_idle(v0->tp) && msh_tp_tracked(v0->tp, 600) == NULL);
+    msh_tp_set_tracked(v0->tp, 0);
     msh_vci_unlock(v0);
 
     EXPECT(msh_vci_pool_fini() == 0);

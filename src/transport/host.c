@@ -1,0 +1,242 @@
+/* The host transport: a VCI's messages are the host's own nonblocking calls
+ * on the VCI's duplicate communicator (the route's), and its tracked
+ * operations a set of host requests polled with Testsome. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport/transport.h"
+
+/* Sets larger than this are polled through their oldest request, with a
+ * full Testsome every FULL_POLL_EVERY polls. */
+#define HEAD_POLL_MIN 8
+#define FULL_POLL_EVERY 16
+
+typedef struct host_tp {
+    msh_tp base;
+    int cap;
+    unsigned head_polls; /* polls that looked at the oldest request only */
+    /* Tracked requests, parallel arrays (Testsome works on hreqs). */
+    MPI_Request *hreqs;
+    void **ctx;
+    int *out_idx;        /* Testsome scratch, cap entries */
+    MPI_Status *out_st;
+    msh_tp_done *done;   /* poll's results, cap entries */
+} host_tp;
+
+static inline host_tp *host_of(msh_tp *tp)
+{
+    return (host_tp *)tp;
+}
+
+int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+{
+    void *buf = (void *)(uintptr_t)m->buf;
+    if (!persistent) {
+        switch (m->mode) {
+        case MSH_TP_SSEND: return PMPI_Issend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_BSEND: return PMPI_Ibsend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_RSEND: return PMPI_Irsend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_RECV:  return PMPI_Irecv(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        default:           return PMPI_Isend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        }
+    }
+    switch (m->mode) {
+    case MSH_TP_SSEND: return PMPI_Ssend_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_BSEND: return PMPI_Bsend_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_RSEND: return PMPI_Rsend_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_RECV:  return PMPI_Recv_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    default:           return PMPI_Send_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    }
+}
+
+static int host_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    (void)tp;
+    return msh_tp_host_post(m, 0, treq);
+}
+
+static int host_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    (void)tp;
+    return msh_tp_host_post(m, 1, treq);
+}
+
+static int host_start(msh_tp *tp, msh_tp_req *treq)
+{
+    (void)tp;
+    return PMPI_Start(treq);
+}
+
+static int grow(host_tp *h)
+{
+    int cap = h->cap ? h->cap * 2 : 256;
+    MPI_Request *hr = realloc(h->hreqs, sizeof *hr * (size_t)cap);
+    if (hr)
+        h->hreqs = hr;
+    void **cx = realloc(h->ctx, sizeof *cx * (size_t)cap);
+    if (cx)
+        h->ctx = cx;
+    int *oi = realloc(h->out_idx, sizeof *oi * (size_t)cap);
+    if (oi)
+        h->out_idx = oi;
+    MPI_Status *os = realloc(h->out_st, sizeof *os * (size_t)cap);
+    if (os)
+        h->out_st = os;
+    msh_tp_done *d = realloc(h->done, sizeof *d * (size_t)cap);
+    if (d)
+        h->done = d;
+    if (!hr || !cx || !oi || !os || !d)
+        return MPI_ERR_NO_MEM;
+    h->cap = cap;
+    return MPI_SUCCESS;
+}
+
+static int host_track(msh_tp *tp, void *ctx, msh_tp_req treq)
+{
+    host_tp *h = host_of(tp);
+    int n = tp->ntracked;
+    if (MSH_UNLIKELY(n == h->cap) && grow(h) != MPI_SUCCESS)
+        return MPI_ERR_NO_MEM;
+    h->hreqs[n] = treq;
+    h->ctx[n] = ctx;
+    msh_tp_set_tracked(tp, n + 1);
+    return MPI_SUCCESS;
+}
+
+/* Whether a full pass is worth making. Testsome costs O(tracked) per call,
+ * a pass of a host Waitall O(1). Requests of one VCI complete roughly in
+ * the order they were posted, so while the oldest is not done a cheap look
+ * at it (which also drives the host's progress) stands in for a full
+ * pass; a full pass every FULL_POLL_EVERY polls catches the rest. */
+static int head_says_poll(host_tp *h, int n)
+{
+    if (n <= HEAD_POLL_MIN || ++h->head_polls % FULL_POLL_EVERY == 0)
+        return 1;
+    int flag = 0;
+    PMPI_Request_get_status(h->hreqs[0], &flag, MPI_STATUS_IGNORE);
+    return flag;
+}
+
+/* Testsome over the n tracked requests; returns the count completed
+ * (out_idx, out_st), *rc the host's result. */
+static int testsome(host_tp *h, int n, int *rc)
+{
+    int outcount = 0;
+    *rc = PMPI_Testsome(n, h->hreqs, &outcount, h->out_idx, h->out_st);
+    if (MSH_UNLIKELY(outcount == MPI_UNDEFINED)) {
+        /* The host sees every one as inactive: a persistent operation it
+         * completed inside MPI_Start (MPICH 4.0 does so for MPI_PROC_NULL
+         * peers). They are complete, with the empty status the host's own
+         * Wait would give. */
+        MPI_Request nul = MPI_REQUEST_NULL;
+        MPI_Status empty;
+        PMPI_Wait(&nul, &empty);
+        for (int i = 0; i < n; i++) {
+            h->out_idx[i] = i;
+            h->out_st[i] = empty;
+        }
+        outcount = n;
+    }
+    return outcount;
+}
+
+static int host_poll(msh_tp *tp, const msh_tp_done **done)
+{
+    host_tp *h = host_of(tp);
+    int n = tp->ntracked, rc = MPI_SUCCESS;
+    if (n == 0 || !head_says_poll(h, n))
+        return 0;
+    int outcount = testsome(h, n, &rc);
+    if (outcount <= 0)
+        return 0;
+    for (int k = 0; k < outcount; k++) {
+        int i = h->out_idx[k];
+        msh_tp_done *d = &h->done[k];
+        d->ctx = h->ctx[i];
+        d->treq = h->hreqs[i]; /* MPI_REQUEST_NULL, or the inactive persistent request */
+        d->status = h->out_st[k];
+        if (rc != MPI_ERR_IN_STATUS)
+            d->status.MPI_ERROR = MPI_SUCCESS;
+        h->ctx[i] = NULL;
+    }
+    /* Compact, keeping the order of the rest. */
+    int j = 0;
+    for (int i = 0; i < n; i++) {
+        if (h->ctx[i]) {
+            h->ctx[j] = h->ctx[i];
+            h->hreqs[j] = h->hreqs[i];
+            j++;
+        }
+    }
+    msh_tp_set_tracked(tp, j);
+    *done = h->done;
+    return outcount;
+}
+
+static void *host_tracked(msh_tp *tp, int k)
+{
+    return k >= 0 && k < tp->ntracked ? host_of(tp)->ctx[k] : NULL;
+}
+
+static int host_cancel(msh_tp *tp, msh_tp_req *treq)
+{
+    (void)tp;
+    return PMPI_Cancel(treq);
+}
+
+static int host_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    (void)tp;
+    return PMPI_Wait(treq, st);
+}
+
+static int host_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
+{
+    (void)tp;
+    return PMPI_Test(treq, flag, st);
+}
+
+static int host_release(msh_tp *tp, msh_tp_req *treq)
+{
+    (void)tp;
+    return *treq == MPI_REQUEST_NULL ? MPI_SUCCESS : PMPI_Request_free(treq);
+}
+
+/* The arrays stay: a thread still returning from its last call after
+ * finalize may touch them (vci.c says why the VCIs outlive finalize). */
+static void host_close(msh_tp *tp)
+{
+    (void)tp;
+}
+
+static const msh_tp_ops host_ops = {
+    .name = "host",
+    .post = host_post,
+    .init = host_init,
+    .start = host_start,
+    .track = host_track,
+    .poll = host_poll,
+    .tracked = host_tracked,
+    .cancel = host_cancel,
+    .wait = host_wait,
+    .test = host_test,
+    .release = host_release,
+    .close = host_close,
+};
+
+/* Listed in transport.c. */
+msh_tp *msh_tp_host_open(int idx, const char **why);
+
+msh_tp *msh_tp_host_open(int idx, const char **why)
+{
+    host_tp *h = aligned_alloc(MSH_CACHELINE, (sizeof *h + MSH_CACHELINE - 1) / MSH_CACHELINE * MSH_CACHELINE);
+    if (!h) {
+        *why = "out of memory";
+        return NULL;
+    }
+    memset(h, 0, sizeof *h);
+    h->base.ops = &host_ops;
+    h->base.idx = idx;
+    return &h->base;
+}

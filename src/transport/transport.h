@@ -1,0 +1,147 @@
+/* Transports: what moves a VCI's point-to-point messages.
+ *
+ * Each VCI owns one transport instance. The engine above (the sync layer:
+ * posting, progress, waits) talks to it through this interface only: post a
+ * send or a receive, make and start a persistent one, track a posted
+ * operation, poll completions into the engine, cancel, wait, test, release,
+ * close. A transport never calls up: completions are returned by poll, the
+ * way a completion queue is read, each with the context the engine gave to
+ * track (its own request).
+ *
+ * The host transport (host.c) is the first implementation: the host's
+ * nonblocking calls on the VCI's duplicate communicator, polled with
+ * Testsome. A new transport is one more file with an ops table and an entry
+ * in transport.c's list; nothing above changes.
+ *
+ * A transport request (msh_tp_req) is one word that the transport owns: the
+ * host's MPI_Request for the host transport; another transport encodes its
+ * own there. MPI_REQUEST_NULL means none, for every transport.
+ *
+ * Locking: every operation on an instance runs under its VCI's lock, except
+ * msh_tp_idle (a relaxed read, for pollers deciding whether to lock at all)
+ * and the ops a transport marks callable without it (msh_tp_host_post and
+ * the host's wait and test, on requests nobody else holds). */
+#ifndef MSH_TRANSPORT_TRANSPORT_H
+#define MSH_TRANSPORT_TRANSPORT_H
+
+#include <mpi.h>
+#include <stdatomic.h>
+
+#include "core/common.h"
+
+typedef MPI_Request msh_tp_req;
+
+/* What a point-to-point operation is: the send modes, or a receive. */
+typedef enum {
+    MSH_TP_SEND = 0,
+    MSH_TP_SSEND,
+    MSH_TP_BSEND,
+    MSH_TP_RSEND,
+    MSH_TP_RECV,
+} msh_tp_mode;
+
+/* One message, as the program described it, on the route's communicator
+ * (the VCI's duplicate for the host transport). */
+typedef struct msh_tp_msg {
+    const void *buf; /* a receive's buffer too (written) */
+    int count;
+    MPI_Datatype dt;
+    int peer;        /* destination, or source (may be a wildcard) */
+    int tag;
+    MPI_Comm comm;
+    msh_tp_mode mode;
+} msh_tp_msg;
+
+/* A completion read by poll: the context given to track, the transport
+ * request as it is now (MPI_REQUEST_NULL, or a persistent request made
+ * inactive), and the final status (MPI_ERROR set, MPI_SUCCESS or not). */
+typedef struct msh_tp_done {
+    void *ctx;
+    msh_tp_req treq;
+    MPI_Status status;
+} msh_tp_done;
+
+struct msh_tp;
+
+typedef struct msh_tp_ops {
+    const char *name;
+    /* Post a nonblocking send or receive; *treq gets its request. */
+    int (*post)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
+    /* Make a persistent send or receive (inactive), and start one. */
+    int (*init)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
+    int (*start)(struct msh_tp *tp, msh_tp_req *treq);
+    /* From now on, report treq's completion through poll with ctx.
+     * MPI_ERR_NO_MEM if it cannot; treq is then still the caller's. */
+    int (*track)(struct msh_tp *tp, void *ctx, msh_tp_req treq);
+    /* Completions of tracked operations, at most all of them: *done points
+     * to the transport's own array, valid until the next call on tp.
+     * Returns how many; completed operations are no longer tracked. */
+    int (*poll)(struct msh_tp *tp, const msh_tp_done **done);
+    /* The context of the k-th tracked operation, oldest first (reports). */
+    void *(*tracked)(struct msh_tp *tp, int k);
+    int (*cancel)(struct msh_tp *tp, msh_tp_req *treq);
+    /* Finish an operation that is not tracked (blocking), or test it. */
+    int (*wait)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
+    int (*test)(struct msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *status);
+    /* Let go of a request: an inactive persistent one is freed; an active
+     * one that is not tracked completes on its own. */
+    int (*release)(struct msh_tp *tp, msh_tp_req *treq);
+    void (*close)(struct msh_tp *tp);
+} msh_tp_ops;
+
+/* The part of an instance the engine reads; an implementation embeds it
+ * first in its own state. ntracked is written by the transport under the
+ * VCI's lock; busy is its relaxed copy for pollers that skip an idle VCI
+ * rather than take its lock for nothing (a poll that misses a post made
+ * meanwhile sees it on its next pass). */
+typedef struct msh_tp {
+    const msh_tp_ops *ops;
+    int idx;          /* the VCI's */
+    int ntracked;
+    _Atomic int busy;
+} msh_tp;
+
+/* Open the transport called name for VCI idx; NULL with *why set (a
+ * static string) if there is no such transport or it cannot open. */
+msh_tp *msh_tp_open(const char *name, int idx, const char **why);
+
+/* The host's own nonblocking or persistent call for m, outside any VCI:
+ * the forwarding paths (runtime off, solo), which are the host by
+ * definition. */
+int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq);
+
+static inline int msh_tp_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    return tp->ops->post(tp, m, treq);
+}
+static inline int msh_tp_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    return tp->ops->init(tp, m, treq);
+}
+static inline int msh_tp_start(msh_tp *tp, msh_tp_req *treq) { return tp->ops->start(tp, treq); }
+static inline int msh_tp_track(msh_tp *tp, void *ctx, msh_tp_req treq) { return tp->ops->track(tp, ctx, treq); }
+static inline int msh_tp_poll(msh_tp *tp, const msh_tp_done **done) { return tp->ops->poll(tp, done); }
+static inline void *msh_tp_tracked(msh_tp *tp, int k) { return tp->ops->tracked(tp, k); }
+static inline int msh_tp_cancel(msh_tp *tp, msh_tp_req *treq) { return tp->ops->cancel(tp, treq); }
+static inline int msh_tp_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st) { return tp->ops->wait(tp, treq, st); }
+static inline int msh_tp_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
+{
+    return tp->ops->test(tp, treq, flag, st);
+}
+static inline int msh_tp_release(msh_tp *tp, msh_tp_req *treq) { return tp->ops->release(tp, treq); }
+static inline void msh_tp_close(msh_tp *tp) { tp->ops->close(tp); }
+
+/* Whether tp tracks nothing, as last stored (no lock needed). */
+static inline int msh_tp_idle(msh_tp *tp)
+{
+    return atomic_load_explicit(&tp->busy, memory_order_relaxed) == 0;
+}
+
+/* For transports: ntracked changed (under the VCI's lock). */
+static inline void msh_tp_set_tracked(msh_tp *tp, int n)
+{
+    tp->ntracked = n;
+    atomic_store_explicit(&tp->busy, n, memory_order_relaxed);
+}
+
+#endif
