@@ -8,6 +8,7 @@
 #include "sync/watchdog.h"
 
 int msh_queue_on;
+int msh_queue_combine;
 
 /* ------------------------------------------------------------ datatypes */
 
@@ -99,7 +100,7 @@ int msh_queue_post(msh_vci *v, int recv, int ssend, const void *buf, int count, 
     do {
         r->next = h;
     } while (!atomic_compare_exchange_weak_explicit(&v->qhead, &h, r, memory_order_seq_cst, memory_order_relaxed));
-    if (msh_pool.combine)
+    if (msh_queue_combine)
         msh_vci_kick(v);
     else
         msh_progress_wake();
@@ -169,17 +170,11 @@ void msh_queue_drain_all(void)
     }
 }
 
-static void drain_hook(msh_vci *v)
-{
-    msh_queue_drain(v);
-}
-
 void msh_queue_init(void)
 {
     int policy = msh_cfg.progress == MSH_PROGRESS_COMBINE || msh_cfg.progress == MSH_PROGRESS_OFFLOAD;
     msh_queue_on = policy && !msh_pool.serialized;
-    msh_pool.drain = drain_hook;
-    msh_pool.combine = msh_queue_on && msh_cfg.progress == MSH_PROGRESS_COMBINE;
+    msh_queue_combine = msh_queue_on && msh_cfg.progress == MSH_PROGRESS_COMBINE;
     if (msh_queue_on && !have_key)
         have_key = pthread_key_create(&tcache_key, tcache_release) == 0;
 }
@@ -187,7 +182,7 @@ void msh_queue_init(void)
 void msh_queue_fini(void)
 {
     msh_queue_drain_all();
-    msh_pool.combine = 0;
+    msh_queue_combine = 0;
     msh_queue_on = 0;
     tcache_release(NULL);
 }

@@ -55,6 +55,41 @@ static inline int msh_queue_nonempty(const msh_vci *v)
 /* Under v's lock: post everything queued on v, in push order. */
 void msh_queue_drain(msh_vci *v);
 
+/* MPISHIM_PROGRESS=combine: a VCI's unlocking drains its queue. */
+extern int msh_queue_combine;
+
+/* Whether v's queue holds posts, read as a read-modify-write: an RMW reads
+ * the latest value of qhead, so a holder that has just unlocked either sees
+ * a poster's push or the poster (whose push comes later in qhead's order,
+ * and so after the unlock) finds the lock free. A plain load could miss
+ * both (store buffering); fences would do too, but ThreadSanitizer does not
+ * understand them. */
+static inline int msh_vci_queue_seen(msh_vci *v)
+{
+    struct msh_request *none = NULL;
+    return !atomic_compare_exchange_strong_explicit(&v->qhead, &none, NULL, memory_order_seq_cst,
+                                                    memory_order_seq_cst);
+}
+
+/* Combining: a poster that found the lock taken left its post in the queue
+ * for the holder, so a holder checks the queue after unlocking and drains
+ * it while it can take the lock. */
+static inline void msh_vci_kick(msh_vci *v)
+{
+    while (msh_vci_queue_seen(v) && msh_vci_trylock(v)) {
+        msh_queue_drain(v);
+        msh_vci_release(v);
+    }
+}
+
+/* Every unlock of a VCI above the VCI layer. */
+static inline void msh_vci_unlock(msh_vci *v)
+{
+    msh_vci_release(v);
+    if (MSH_UNLIKELY(msh_queue_combine))
+        msh_vci_kick(v);
+}
+
 /* Drain every VCI's queue (before probes and pass-through calls). Skips a
  * VCI whose lock this thread holds (a host callback inside a shim call):
  * its pending set may be in use below. */

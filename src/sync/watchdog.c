@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/runtime.h"
+#include "sync/queue.h"
 #include "sync/sync.h"
 #include "vci/vci.h"
 

@@ -58,8 +58,6 @@ typedef struct msh_vci_pool {
     msh_vci *v;
     int serialized;            /* host runs below MULTIPLE: one host lock for everything */
     pthread_mutex_t host_lock; /* recursive: the host may call MPI_* back from inside PMPI_* */
-    int combine;               /* MPISHIM_PROGRESS=combine: unlocking drains the queue */
-    void (*drain)(struct msh_vci *v); /* under v's lock: post v's queue (set by sync/queue.c) */
 } msh_vci_pool;
 
 extern msh_vci_pool msh_pool;
@@ -122,37 +120,12 @@ static inline int msh_vci_held_by_me(msh_vci *v)
     return atomic_load_explicit(&v->holder, memory_order_relaxed) == &msh_vci_self;
 }
 
-/* Whether v's queue holds posts, read as a read-modify-write: an RMW reads
- * the latest value of qhead, so a holder that has just unlocked either sees
- * a poster's push or the poster (whose push comes later in qhead's order,
- * and so after the unlock) finds the lock free. A plain load could miss
- * both (store buffering); fences would do too, but ThreadSanitizer does not
- * understand them. */
-static inline int msh_vci_queue_seen(msh_vci *v)
-{
-    struct msh_request *none = NULL;
-    return !atomic_compare_exchange_strong_explicit(&v->qhead, &none, NULL, memory_order_seq_cst,
-                                                    memory_order_seq_cst);
-}
-
-/* Combining (sync/queue.h): a poster that found the lock taken left its
- * post in the queue for the holder, so a holder checks the queue after
- * unlocking and drains it while it can take the lock. */
-static inline void msh_vci_kick(msh_vci *v)
-{
-    while (msh_vci_queue_seen(v) && msh_vci_trylock(v)) {
-        msh_pool.drain(v);
-        atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
-        pthread_mutex_unlock(v->lock);
-    }
-}
-
-static inline void msh_vci_unlock(msh_vci *v)
+/* Releases v's lock and nothing else: the sync layer's msh_vci_unlock
+ * (sync/queue.h) adds what queued posting needs. */
+static inline void msh_vci_release(msh_vci *v)
 {
     atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
     pthread_mutex_unlock(v->lock);
-    if (MSH_UNLIKELY(msh_pool.combine))
-        msh_vci_kick(v);
 }
 
 #endif

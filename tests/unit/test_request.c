@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "sync/request.h"
+#include "sync/queue.h"
 #include "vci/vci.h"
 #include "unit.h"
 
