@@ -562,8 +562,7 @@ static int probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *mes
         if (MSH_UNLIKELY(msh_queue_on))
             msh_queue_drain_all(); /* see what the queued sends would have sent */
         msh_vci_lock(rt.vci);
-        rc = message ? PMPI_Improbe(source, tag, rt.comm, &f, message, status)
-                     : PMPI_Iprobe(source, tag, rt.comm, &f, status);
+        rc = msh_tp_probe(rt.vci->tp, source, tag, rt.comm, &f, message, status);
         msh_vci_unlock(rt.vci);
         if (flag && rc == MPI_SUCCESS)
             *flag = f;
@@ -623,7 +622,7 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
     msh_request *r = msh_post_begin(v);
     if (!r)
         return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-    int rc = PMPI_Imrecv(buf, count, dt, message, &r->host);
+    int rc = msh_tp_post_matched(v->tp, buf, count, dt, message, &r->host);
     return msh_post_commit(v, r, MSH_KIND_RECV, rc, req);
 }
 

@@ -185,6 +185,21 @@ static int host_cancel(msh_tp *tp, msh_tp_req *treq)
     return PMPI_Cancel(treq);
 }
 
+static int host_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                      MPI_Status *status)
+{
+    (void)tp;
+    return message ? PMPI_Improbe(source, tag, comm, flag, message, status)
+                   : PMPI_Iprobe(source, tag, comm, flag, status);
+}
+
+static int host_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+                             msh_tp_req *treq)
+{
+    (void)tp;
+    return PMPI_Imrecv(buf, count, dt, message, treq);
+}
+
 static int host_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
 {
     (void)tp;
@@ -219,6 +234,8 @@ static const msh_tp_ops host_ops = {
     .poll = host_poll,
     .tracked = host_tracked,
     .cancel = host_cancel,
+    .probe = host_probe,
+    .post_matched = host_post_matched,
     .wait = host_wait,
     .test = host_test,
     .release = host_release,

@@ -3,8 +3,8 @@
  * Each VCI owns one transport instance. The engine above (the sync layer:
  * posting, progress, waits) talks to it through this interface only: post a
  * send or a receive, make and start a persistent one, track a posted
- * operation, poll completions into the engine, cancel, wait, test, release,
- * close. A transport never calls up: completions are returned by poll, the
+ * operation, poll completions into the engine, cancel, probe, receive a
+ * probed message, wait, test, release, close. A transport never calls up: completions are returned by poll, the
  * way a completion queue is read, each with the context the engine gave to
  * track (its own request).
  *
@@ -80,6 +80,14 @@ typedef struct msh_tp_ops {
     /* The context of the k-th tracked operation, oldest first (reports). */
     void *(*tracked)(struct msh_tp *tp, int k);
     int (*cancel)(struct msh_tp *tp, msh_tp_req *treq);
+    /* A nonblocking probe for a message from source with tag on comm
+     * (wildcards allowed); with message not NULL a matched probe, whose
+     * message handle only this transport's post_matched receives. The
+     * status is filled when *flag is set. */
+    int (*probe)(struct msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                 MPI_Status *status);
+    int (*post_matched)(struct msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+                        msh_tp_req *treq);
     /* Finish an operation that is not tracked (blocking), or test it. */
     int (*wait)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
     int (*test)(struct msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *status);
@@ -123,6 +131,16 @@ static inline int msh_tp_track(msh_tp *tp, void *ctx, msh_tp_req treq) { return 
 static inline int msh_tp_poll(msh_tp *tp, const msh_tp_done **done) { return tp->ops->poll(tp, done); }
 static inline void *msh_tp_tracked(msh_tp *tp, int k) { return tp->ops->tracked(tp, k); }
 static inline int msh_tp_cancel(msh_tp *tp, msh_tp_req *treq) { return tp->ops->cancel(tp, treq); }
+static inline int msh_tp_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                               MPI_Status *status)
+{
+    return tp->ops->probe(tp, source, tag, comm, flag, message, status);
+}
+static inline int msh_tp_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+                                      msh_tp_req *treq)
+{
+    return tp->ops->post_matched(tp, buf, count, dt, message, treq);
+}
 static inline int msh_tp_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st) { return tp->ops->wait(tp, treq, st); }
 static inline int msh_tp_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
 {

@@ -189,6 +189,22 @@ static int fake_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
     return MPI_ERR_OTHER;
 }
 
+static int fake_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                      MPI_Status *status)
+{
+    (void)tp, (void)source, (void)tag, (void)comm, (void)message, (void)status;
+    *flag = 0;
+    return MPI_SUCCESS;
+}
+
+static int fake_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+                             msh_tp_req *treq)
+{
+    (void)tp, (void)buf, (void)count, (void)dt, (void)message, (void)treq;
+    atomic_fetch_add(&misuses, 1);
+    return MPI_ERR_OTHER;
+}
+
 static int fake_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
 {
     *flag = 0;
@@ -216,7 +232,8 @@ static void fake_close(msh_tp *tp)
 
 static const msh_tp_ops fake_ops = {
     .name = "fake", .post = fake_post, .init = fake_init, .start = fake_start, .track = fake_track,
-    .poll = fake_poll, .tracked = fake_tracked, .cancel = fake_cancel, .wait = fake_wait, .test = fake_test,
+    .poll = fake_poll, .tracked = fake_tracked, .cancel = fake_cancel, .probe = fake_probe,
+    .post_matched = fake_post_matched, .wait = fake_wait, .test = fake_test,
     .release = fake_release, .close = fake_close,
 };
 
