@@ -1,10 +1,10 @@
-/* Point-to-point entry points.
- *
- * Every operation is posted nonblocking on the route its communicator maps
- * to (src/vci/comm.h) under that VCI's lock, and owned by a shim request.
+/* Point-to-point entry points: argument checks, the forwarding paths
+ * (runtime off, solo), then one engine call (msh_post_send, msh_post_recv
+ * in sync/post.h), which posts on the route the communicator maps to.
  * Blocking calls are the nonblocking call plus a sync-object wait, so no
- * thread ever blocks inside the host, let alone while holding a shim lock
- * (design brief rule 2; the cross Send/Recv case of file 002, Fig. 1). */
+ * thread ever blocks inside the host, let alone while holding a shim lock:
+ * two threads of one rank may each block in a receive that the other's
+ * later send satisfies. */
 #include <stdlib.h>
 
 #include "intercept/passthru.h"
@@ -15,22 +15,6 @@
 
 typedef msh_tp_mode send_op;
 
-static inline msh_tp_msg msg_of(send_op op, const void *buf, int count, MPI_Datatype dt, int peer, int tag,
-                                MPI_Comm c)
-{
-    return (msh_tp_msg){ .buf = buf, .count = count, .dt = dt, .peer = peer, .tag = tag, .comm = c, .mode = op };
-}
-
-/* The host's nonblocking or persistent send of mode op. Also the solo path
- * (shim.h): the host call itself, on the route's communicator, so that
- * messages keep their order when the process leaves solo mode. */
-static int solo_post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest,
-                          int tag, MPI_Comm c, MPI_Request *req)
-{
-    msh_tp_msg m = msg_of(op, buf, count, dt, dest, tag, c);
-    return msh_tp_host_post(&m, persistent, req);
-}
-
 /* The forwarding paths (runtime off, or solo) make blocking host calls,
  * except while a partitioned receive waits for its header: then the
  * nonblocking call and a wait that sweeps (part.h, MPI's progress rule). */
@@ -38,7 +22,8 @@ static int fwd_send(send_op op, const void *buf, int count, MPI_Datatype dt, int
 {
     if (MSH_UNLIKELY(msh_part_setup_pending())) {
         MPI_Request q;
-        int rc = solo_post_send(op, 0, buf, count, dt, dest, tag, c, &q);
+        msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, c);
+        int rc = msh_tp_host_post(&m, 0, &q);
         return rc == MPI_SUCCESS ? msh_host_wait(&q, MPI_STATUS_IGNORE) : rc;
     }
     switch (op) {
@@ -112,216 +97,6 @@ static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message
     return rc == MPI_SUCCESS ? msh_host_wait(&q, status) : rc;
 }
 
-/* The route of a receive (or probe) from source with tag on comm, after
- * refusing a wildcard the communicator's assertions rule out; *mcp (if
- * not NULL) gets the communicator's entry. */
-static inline int recv_route_mc(MPI_Comm comm, int source, int tag, msh_route *rt, msh_comm **mcp)
-{
-    msh_comm *mc = msh_comm_lookup(comm);
-    int rc = msh_check_wildcards(comm, mc, source, tag);
-    if (rc == MPI_SUCCESS)
-        msh_route_recv(comm, mc, source, tag, rt);
-    if (mcp)
-        *mcp = mc;
-    return rc;
-}
-
-static inline int recv_route(MPI_Comm comm, int source, int tag, msh_route *rt)
-{
-    return recv_route_mc(comm, source, tag, rt, NULL);
-}
-
-/* Queued posting needs the checks the host makes at the call (queue.h):
- * a communicator the shim knows, an intracommunicator. */
-static inline int queueable(const msh_comm *mc)
-{
-    return mc && !mc->inter;
-}
-
-static inline MPI_Comm send_route(MPI_Comm comm, int dest, int tag)
-{
-    if (MSH_LIKELY(msh_comm_plain()))
-        return comm;
-    msh_comm *mc = msh_comm_lookup(comm);
-    msh_route rt;
-    msh_route_send(comm, mc, dest, tag, &rt);
-    return rt.comm;
-}
-
-/* Blocking calls at T > 1 (issue 15, the threads.c pattern): an eager
- * send, or a receive whose message is already there, is complete as soon
- * as the host has it. So a blocking call posts with the host outside any
- * shim lock and tests for a bounded time (msh_host_test_fresh); only if
- * the request is still incomplete does it become a shim request, pending
- * on its VCI and waited for with a sync object. A finished call then costs
- * the host's nonblocking call and test: no VCI lock, shim request, pending
- * set or progress ownership. Not while posts are queued (MPISHIM_PROGRESS=
- * combine, offload): a direct post must not overtake a queued one. */
-typedef struct blocking_now {
-    MPI_Status *status; /* the blocking call's */
-    int done;           /* finished at the post: *req was not set */
-} blocking_now;
-
-static inline int now_path(const blocking_now *now)
-{
-    return now && !msh_queue_active();
-}
-
-/* The tests of a blocking call's fresh host request h (posted with result
- * rc), under the host lock if the host is serialized. */
-static int now_test(int rc, MPI_Request *h, blocking_now *now, int locked)
-{
-    if (rc == MPI_SUCCESS) {
-        MPI_Status st;
-        rc = msh_host_test_fresh(h, &st);
-        if (*h == MPI_REQUEST_NULL) {
-            now->done = 1;
-            msh_status_out(now->status, &st);
-        } else if (rc != MPI_SUCCESS) {
-            PMPI_Request_free(h); /* the error is reported; nobody can wait for it */
-            now->done = 1;
-        }
-    }
-    msh_host_exit(locked);
-    return rc;
-}
-
-/* The test failed: h becomes a shim request pending on v, to be waited for
- * the usual way (bytes: its payload, for MPISHIM_STATS). */
-static int now_adopt(msh_vci *v, MPI_Request h, int kind, int peer, int tag, MPI_Comm comm, MPI_Request *req,
-                     blocking_now *now, uint64_t bytes)
-{
-    msh_request *r = msh_post_begin(v);
-    if (MSH_UNLIKELY(!r)) {
-        /* No shim request to wait with: the host's own wait. */
-        int locked = msh_host_enter();
-        int rc = PMPI_Wait(&h, now->status);
-        msh_host_exit(locked);
-        now->done = 1;
-        return rc;
-    }
-    r->host = h;
-    v->st.bytes += bytes;
-    msh_watchdog_note(r, peer, tag, comm);
-    return msh_post_commit(v, r, kind, MPI_SUCCESS, req);
-}
-
-/* MPISHIM_STATS=1: count a call finished at the post. */
-static void now_count(msh_vci *v, int kind, uint64_t bytes)
-{
-    msh_vci_lock(v);
-    if (kind == MSH_KIND_SEND)
-        v->st.sends++;
-    else
-        v->st.recvs++;
-    v->st.bytes += bytes;
-    v->st.completions++;
-    v->st.now++;
-    msh_vci_unlock(v);
-}
-
-static int post_send(send_op op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
-                     MPI_Comm comm, MPI_Request *req, blocking_now *now)
-{
-    int rc;
-    if (msh_solo_enter_req()) {
-        rc = solo_post_send(op, persistent, buf, count, dt, dest, tag, send_route(comm, dest, tag), req);
-        msh_solo_exit();
-        return rc;
-    }
-    msh_comm *mc = msh_comm_lookup(comm);
-    msh_route rt;
-    msh_route_send(comm, mc, dest, tag, &rt);
-    if (msh_queue_active() && !persistent && (op == MSH_TP_SEND || op == MSH_TP_SSEND) && queueable(mc) &&
-        msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
-        return msh_queue_post(rt.vci, 0, op == MSH_TP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);
-    if (now_path(now)) {
-        MPI_Request h;
-        int locked = msh_host_enter();
-        rc = now_test(solo_post_send(op, 0, buf, count, dt, dest, tag, rt.comm, &h), &h, now, locked);
-        if (msh_cfg.stats && now->done && rc == MPI_SUCCESS)
-            now_count(rt.vci, MSH_KIND_SEND, msh_payload_bytes(count, dt));
-        if (rc != MPI_SUCCESS || now->done)
-            return rc;
-        return now_adopt(rt.vci, h, MSH_KIND_SEND, dest, tag, comm, req, now,
-                         msh_cfg.stats ? msh_payload_bytes(count, dt) : 0);
-    }
-    msh_request *r = msh_post_begin(rt.vci);
-    if (!r)
-        return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    msh_tp_msg m = msg_of(op, buf, count, dt, dest, tag, rt.comm);
-    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
-    if (msh_cfg.stats && rc == MPI_SUCCESS)
-        rt.vci->st.bytes += msh_payload_bytes(count, dt);
-    r->procnull = dest == MPI_PROC_NULL;
-    msh_watchdog_note(r, dest, tag, comm);
-    return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
-}
-
-static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                     MPI_Request *req, blocking_now *now)
-{
-    /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
-     * in solo mode: it fixes the host's status (below). */
-    int solo_ok = persistent || source != MPI_PROC_NULL;
-    if (solo_ok && msh_comm_plain() && msh_solo_enter_req()) {
-        int rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, comm, req)
-                            : PMPI_Irecv(buf, count, dt, source, tag, comm, req);
-        msh_solo_exit();
-        return rc;
-    }
-    msh_route rt;
-    msh_comm *mc;
-    int rc = recv_route_mc(comm, source, tag, &rt, &mc);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    if (msh_queue_active() && !persistent && queueable(mc) &&
-        msh_queue_args_ok(buf, count, dt, source, tag, mc->size, 1))
-        return msh_queue_post(rt.vci, 1, 0, buf, count, dt, source, tag, rt.comm, comm, req);
-    if (solo_ok && msh_solo_enter_req()) {
-        rc = persistent ? PMPI_Recv_init(buf, count, dt, source, tag, rt.comm, req)
-                        : PMPI_Irecv(buf, count, dt, source, tag, rt.comm, req);
-        msh_solo_exit();
-        return rc;
-    }
-    if (now_path(now)) { /* source is not MPI_PROC_NULL: MPI_Recv took care */
-        MPI_Request h;
-        int locked = msh_host_enter();
-        rc = now_test(PMPI_Irecv(buf, count, dt, source, tag, rt.comm, &h), &h, now, locked);
-        if (msh_cfg.stats && now->done && rc == MPI_SUCCESS)
-            now_count(rt.vci, MSH_KIND_RECV, 0);
-        if (rc != MPI_SUCCESS || now->done)
-            return rc;
-        return now_adopt(rt.vci, h, MSH_KIND_RECV, source, tag, comm, req, now, 0);
-    }
-    msh_request *r = msh_post_begin(rt.vci);
-    if (!r)
-        return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    if (!persistent && source == MPI_PROC_NULL) {
-        /* Completes at once. The host's blocking receive gives the status
-         * the standard asks for (MPICH 4.0's Irecv reports source 0, tag 0:
-         * pmodels/mpich#6805), and it cannot block. */
-        rc = PMPI_Recv(buf, count, dt, source, tag, rt.comm, &r->status);
-        if (rc == MPI_SUCCESS) {
-            r->status.MPI_ERROR = MPI_SUCCESS;
-            r->kind = MSH_KIND_RECV;
-            r->host = MPI_REQUEST_NULL;
-            msh_req_complete_here(r);
-            msh_vci_unlock(rt.vci);
-            *req = msh_req_handle(r);
-            return MPI_SUCCESS;
-        }
-        msh_vci_req_put(rt.vci, r);
-        msh_vci_unlock(rt.vci);
-        return rc;
-    }
-    msh_tp_msg m = msg_of(MSH_TP_RECV, buf, count, dt, source, tag, rt.comm);
-    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
-    r->procnull = source == MPI_PROC_NULL;
-    msh_watchdog_note(r, source, tag, comm);
-    return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
-}
-
 /* Solo, and no communicator routes elsewhere or refuses a wildcard: the
  * host call as is, inline in the wrapper (a message-rate path). */
 #define SOLO_DIRECT(call)                                                                                   \
@@ -334,7 +109,7 @@ static int post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
     } while (0)
 
 /* Blocking = nonblocking + shim wait, unless the post finished it. */
-static int wait_one(int rc, MPI_Request *req, MPI_Status *status, const blocking_now *now)
+static int wait_one(int rc, MPI_Request *req, MPI_Status *status, const msh_blocking *now)
 {
     if (rc != MPI_SUCCESS || (now && now->done))
         return rc;
@@ -361,7 +136,7 @@ static int procnull_send(send_op op, const void *buf, int count, MPI_Datatype dt
 static int procnull_recv(void *buf, int count, MPI_Datatype dt, int tag, MPI_Comm comm, MPI_Status *status)
 {
     msh_route rt;
-    int rc = recv_route(comm, MPI_PROC_NULL, tag, &rt); /* a refused wildcard tag stays refused */
+    int rc = msh_recv_route(comm, MPI_PROC_NULL, tag, &rt, NULL); /* a refused wildcard tag stays refused */
     if (rc != MPI_SUCCESS)
         return rc;
     MSH_PASS_ENTER();
@@ -378,15 +153,15 @@ static int procnull_recv(void *buf, int count, MPI_Datatype dt, int tag, MPI_Com
         if (!msh_on())                                                                                      \
             return fwd_send(OP, buf, count, dt, dest, tag, comm);                                           \
         if (msh_solo_enter()) {                                                                             \
-            int rc_ = fwd_send(OP, buf, count, dt, dest, tag, send_route(comm, dest, tag));                 \
+            int rc_ = fwd_send(OP, buf, count, dt, dest, tag, msh_send_route_comm(comm, dest, tag));                 \
             msh_solo_exit();                                                                                \
             return rc_;                                                                                     \
         }                                                                                                   \
         if (dest == MPI_PROC_NULL)                                                                          \
             return procnull_send(OP, buf, count, dt, tag, comm);                                            \
         MPI_Request req;                                                                                    \
-        blocking_now now = { MPI_STATUS_IGNORE, 0 };                                                        \
-        return wait_one(post_send(OP, 0, buf, count, dt, dest, tag, comm, &req, &now), &req, MPI_STATUS_IGNORE, \
+        msh_blocking now = { MPI_STATUS_IGNORE, 0 };                                                        \
+        return wait_one(msh_post_send(OP, 0, buf, count, dt, dest, tag, comm, &req, &now), &req, MPI_STATUS_IGNORE, \
                         &now);                                                                              \
     }                                                                                                       \
     MSH_EXPORT int MPI_##INAME(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm, \
@@ -395,14 +170,14 @@ static int procnull_recv(void *buf, int count, MPI_Datatype dt, int tag, MPI_Com
         if (!msh_on())                                                                                      \
             return PMPI_##INAME(buf, count, dt, dest, tag, comm, req);                                      \
         SOLO_DIRECT(PMPI_##INAME(buf, count, dt, dest, tag, comm, req));                                    \
-        return post_send(OP, 0, buf, count, dt, dest, tag, comm, req, NULL);                                \
+        return msh_post_send(OP, 0, buf, count, dt, dest, tag, comm, req, NULL);                                \
     }                                                                                                       \
     MSH_EXPORT int MPI_##NAME##_init(const void *buf, int count, MPI_Datatype dt, int dest, int tag,          \
                                      MPI_Comm comm, MPI_Request *req)                                       \
     {                                                                                                       \
         if (!msh_on())                                                                                      \
             return PMPI_##NAME##_init(buf, count, dt, dest, tag, comm, req);                                \
-        return post_send(OP, 1, buf, count, dt, dest, tag, comm, req, NULL);                                \
+        return msh_post_send(OP, 1, buf, count, dt, dest, tag, comm, req, NULL);                                \
     }
 
 SEND_WRAPPERS(Send, Isend, MSH_TP_SEND)
@@ -423,7 +198,7 @@ static int recv_call(void *buf, int count, MPI_Datatype dt, int source, int tag,
             return rc;
         }
         msh_route rt;
-        int rc = recv_route(comm, source, tag, &rt);
+        int rc = msh_recv_route(comm, source, tag, &rt, NULL);
         if (rc == MPI_SUCCESS)
             rc = fwd_recv(buf, count, dt, source, tag, rt.comm, status);
         msh_solo_exit();
@@ -432,8 +207,8 @@ static int recv_call(void *buf, int count, MPI_Datatype dt, int source, int tag,
     if (source == MPI_PROC_NULL)
         return procnull_recv(buf, count, dt, tag, comm, status);
     MPI_Request req;
-    blocking_now now = { status, 0 };
-    return wait_one(post_recv(0, buf, count, dt, source, tag, comm, &req, &now), &req, status, &now);
+    msh_blocking now = { status, 0 };
+    return wait_one(msh_post_recv(0, buf, count, dt, source, tag, comm, &req, &now), &req, status, &now);
 }
 
 MSH_EXPORT int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -447,9 +222,9 @@ MSH_EXPORT int MPI_Irecv(void *buf, int count, MPI_Datatype dt, int source, int 
 {
     if (!msh_on())
         return PMPI_Irecv(buf, count, dt, source, tag, comm, req);
-    if (source != MPI_PROC_NULL) /* see post_recv */
+    if (source != MPI_PROC_NULL) /* see msh_post_recv */
         SOLO_DIRECT(PMPI_Irecv(buf, count, dt, source, tag, comm, req));
-    return post_recv(0, buf, count, dt, source, tag, comm, req, NULL);
+    return msh_post_recv(0, buf, count, dt, source, tag, comm, req, NULL);
 }
 
 MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -457,7 +232,7 @@ MSH_EXPORT int MPI_Recv_init(void *buf, int count, MPI_Datatype dt, int source, 
 {
     if (!msh_on())
         return PMPI_Recv_init(buf, count, dt, source, tag, comm, req);
-    return post_recv(1, buf, count, dt, source, tag, comm, req, NULL);
+    return msh_post_recv(1, buf, count, dt, source, tag, comm, req, NULL);
 }
 
 static int sendrecv_call(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
@@ -469,18 +244,18 @@ static int sendrecv_call(const void *sendbuf, int sendcount, MPI_Datatype sendty
                             recvtag, comm, status);
     if (msh_solo_enter()) {
         msh_route rr_;
-        int rc = recv_route(comm, source, recvtag, &rr_);
+        int rc = msh_recv_route(comm, source, recvtag, &rr_, NULL);
         if (rc == MPI_SUCCESS)
-            rc = fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, send_route(comm, dest, sendtag), recvbuf,
+            rc = fwd_sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, msh_send_route_comm(comm, dest, sendtag), recvbuf,
                               recvcount, recvtype, source, recvtag, rr_.comm, status);
         msh_solo_exit();
         return rc;
     }
     MPI_Request rr, sr;
-    int rc = post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr, NULL);
+    int rc = msh_post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &rr, NULL);
     if (rc != MPI_SUCCESS)
         return rc;
-    rc = post_send(MSH_TP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr, NULL);
+    rc = msh_post_send(MSH_TP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &sr, NULL);
     if (rc != MPI_SUCCESS) {
         /* The receive was posted: it must not linger unmatched. */
         MPI_Cancel(&rr);
@@ -549,7 +324,7 @@ static void probe_backoff(msh_vci *v)
 static int probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status)
 {
     msh_route rt;
-    int rc = recv_route(comm, source, tag, &rt);
+    int rc = msh_recv_route(comm, source, tag, &rt, NULL);
     if (rc != MPI_SUCCESS)
         return rc;
     if (!flag && msh_solo_enter()) {

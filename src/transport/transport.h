@@ -52,6 +52,12 @@ typedef struct msh_tp_msg {
     msh_tp_mode mode;
 } msh_tp_msg;
 
+static inline msh_tp_msg msh_tp_msg_of(msh_tp_mode mode, const void *buf, int count, MPI_Datatype dt, int peer,
+                                       int tag, MPI_Comm comm)
+{
+    return (msh_tp_msg){ .buf = buf, .count = count, .dt = dt, .peer = peer, .tag = tag, .comm = comm, .mode = mode };
+}
+
 /* A completion read by poll: the context given to track, the transport
  * request as it is now (MPI_REQUEST_NULL, or a persistent request made
  * inactive), and the final status (MPI_ERROR set, MPI_SUCCESS or not). */
