@@ -103,8 +103,10 @@ bench: all
 	$(MAKE) -C bench
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	  $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 644 include/mpishim.h include/mpishim_f.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 docs/mpishim.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 	for h in $(HOSTS); do \
 	  d=$(DESTDIR)$(PREFIX)/lib/mpishim/$$h; install -d $$d; \
 	  install -m 755 $(BUILD)/$$h/libmpishim.so $(BUILD)/$$h/mpishim-info $$d/; \

@@ -331,6 +331,8 @@ for host in "${hosts[@]}"; do
     done
     # A build without its unit tests must not pass silently.
     [ $n -gt 0 ] || run_case "$host unit tests built" expect_ok false
+    # The generated variable reference (docs/configuration.md, docs/mpishim.7).
+    run_case "$host docs match the variables table" expect_ok "$top/tools/gendocs.sh" "$build/$host/mpishim-info" --check
 done
 
 # ---------------------------------------------------------------- per host

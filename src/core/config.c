@@ -77,6 +77,82 @@ static const msh_cfg_var vars[] = {
 _Static_assert(NVARS == MSH_CFG_NVARS, "one table entry per msh_cfg_id");
 _Static_assert(NVARS <= sizeof(unsigned long) * CHAR_BIT, "from_env has one bit per variable");
 
+/* What each variable does, for the generated reference (docs/configuration.md
+ * and the mpishim(7) man page, printed by `mpishim-info --doc md|man`; a
+ * test fails when they drift from this table). Plain text: `x` marks a
+ * literal. */
+static const char *const docs[] = {
+    [MSH_CFG_DISABLE] = "Pure pass-through: every call goes to the host unchanged, for A/B runs with the same binary.",
+    [MSH_CFG_VERBOSE] = "Rank 0 prints the host, the thread levels and the configuration at init (stderr).",
+    [MSH_CFG_STATS] = "At finalize each rank prints per-VCI counters (sends, receives, collectives, bytes, polls, "
+                      "completions, request-cache hits and refills, and `at_post`: blocking calls the host completed "
+                      "as they were posted) and per-domain progress counters, and warns about requests or "
+                      "communicators left unfreed. Nonblocking calls and persistent inits then take the runtime "
+                      "path also while the solo path is on, so that every request is counted.",
+    [MSH_CFG_SOLO] = "Solo fast path: while only one thread at a time is inside MPI, its calls go straight to the "
+                     "host, so a program or phase with one communicating thread pays no runtime cost. The first "
+                     "time a thread finds another inside a solo call, the process switches to the runtime for good. "
+                     "Never with a serialized host or a progress thread.",
+    [MSH_CFG_NUM_VCIS] = "Size of the VCI pool. `auto`: the cores in the rank's cpuset (hwloc). All ranks agree on "
+                         "the smallest value at init.",
+    [MSH_CFG_MAP] = "How traffic maps to VCIs. `comm`: one VCI per user communicator, communicators spread over the "
+                    "pool. The others apply only to communicators whose assertions allow them (else `comm`): `tag` "
+                    "needs `no_any_tag`, `peer` needs `no_any_source`, `hash` hashes the terms the assertions allow, "
+                    "`thread` (a VCI per thread) needs `allow_overtaking` and both no-wildcard assertions.",
+    [MSH_CFG_ASSERT] = "Assertions applied to every communicator of an unmodified program, as if given with the "
+                       "MPI-4 info keys `mpi_assert_*`. A wildcard on a communicator that asserted it away fails "
+                       "through the communicator's error handler (`MPI_ERR_TAG` or `MPI_ERR_RANK`).",
+    [MSH_CFG_PROGRESS] = "Who progresses: one owner per process (`global`), one owner per VCI with a sweep of every "
+                         "VCI after `MPISHIM_SWEEP_POLLS` empty polls (`vci`), or a progress thread (`thread`). "
+                         "`combine` and `offload` progress as `global` and `thread` do and also queue "
+                         "point-to-point posts in a lock-free per-VCI queue that one thread at a time drains into "
+                         "the host: with `combine` whoever holds or finds free the VCI's lock, with `offload` the "
+                         "progress thread.",
+    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI after this many unsuccessful polls.",
+    [MSH_CFG_WAIT] = "How a thread waits while another owns progress: yield-spin (`spin`), sleep on a condition "
+                     "variable (`block`), or spin `MPISHIM_SPIN_US` and then sleep (`adaptive`).",
+    [MSH_CFG_SPIN_US] = "With `MPISHIM_WAIT=adaptive`, microseconds of spinning before sleeping; also how long a "
+                        "blocking send or receive tests its fresh host request before it waits on a sync object.",
+    [MSH_CFG_HOST_THREAD] = "Thread level the shim asks of the host. With `serialized` the shim makes every host "
+                            "call under one lock of its own and still gives the program `MPI_THREAD_MULTIPLE`; a "
+                            "host that offers less than `MPI_THREAD_MULTIPLE` is run this way automatically.",
+    [MSH_CFG_PART] = "Partitioned communication: the shim's layer on persistent requests (`shim`), or the host's "
+                     "own (`native`, MPICH 4; on Open MPI 4.1 it falls back to the shim's layer with a warning).",
+    [MSH_CFG_PART_MIN_BYTES] = "A partitioned sender aggregates consecutive partitions smaller than this into one "
+                               "internal message. The info key on `MPI_Psend_init` overrides it per request.",
+    [MSH_CFG_WIN_K] = "Internal windows per user window. `auto`: the VCI pool size for `MPI_Win_create` and "
+                      "`MPI_Win_create_dynamic` windows, 1 for `MPI_Win_allocate` and `MPI_Win_allocate_shared`; "
+                      "always 1 below `MPI_THREAD_MULTIPLE`. The info key on a window constructor overrides it; the "
+                      "ranks of a window agree on the smallest value.",
+    [MSH_CFG_WIN_ROUTE] = "Which internal window a `Put`, `Get`, `Rput` or `Rget` takes once several threads use "
+                          "the window: its target rank's (rank mod K) or the calling thread's. Accumulates always "
+                          "take their target's.",
+    [MSH_CFG_WIN_FENCE] = "How `MPI_Win_fence` is made. `host`: the host's fence. `passive`: the window lives in one "
+                          "`MPI_Win_lock_all(MPI_MODE_NOCHECK)` epoch, and a fence is a flush, a sync and a barrier "
+                          "the thread waits in as in any shim wait; only for windows synchronized by fences alone. "
+                          "The ranks of a window use `passive` only if all ask for it.",
+    [MSH_CFG_WIN_FLUSH_LOCAL] = "How `MPI_Win_flush_local(_all)` is made. `host`: the host's call. `flush`: as "
+                                "`MPI_Win_flush(_all)`, which completes more. `auto`: `flush` on MPICH ch4:ucx, whose "
+                                "`flush_local` can return before a Get is done, `host` elsewhere.",
+    [MSH_CFG_WATCHDOG] = "When requests are pending and none of the rank's requests has completed for this many "
+                         "seconds, each rank prints once per stall, on stderr, what is pending per VCI and which "
+                         "thread owns progress; `kill -USR1` of a rank prints the same at once. Only with the "
+                         "variable set: a thread of its own and a `SIGUSR1` handler (otherwise the shim installs "
+                         "none).",
+    [MSH_CFG_PROGRESS_CPU] = "The CPU the progress thread (`MPISHIM_PROGRESS=thread`, `offload`) is bound to. "
+                             "`auto`: the first hardware thread of the last core of the rank's binding, only when "
+                             "the launcher bound the rank to two or more cores but not to the whole machine; "
+                             "otherwise it is not bound.",
+    [MSH_CFG_HOG_MS] = "Hog mode's period in milliseconds: when 4 of a progress owner's yields within 100 ms each "
+                       "keep it off its core for 2 ms or more, for this long owners stop yielding and adaptive "
+                       "waiters sleep at once. `off`: never.",
+    [MSH_CFG_COLL] = "The form of blocking collectives. `nonblocking`: the host's nonblocking twin plus a shim wait, "
+                     "so a thread waiting in a collective sleeps instead of spinning in the host. `host`: the host's "
+                     "blocking call, at the host's speed; set it on every rank (the ranks agree on `nonblocking` "
+                     "otherwise, and whenever the host is serialized or posts are queued).",
+};
+_Static_assert(sizeof docs / sizeof docs[0] == MSH_CFG_NVARS, "a description per variable");
+
 void msh_cfg_defaults(msh_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
@@ -465,5 +541,66 @@ void msh_cfg_print(FILE *out, const msh_config *cfg)
         char val[128];
         fprintf(out, "  %-24s %-18s %s\n", vars[k].name, format_value(cfg, &vars[k], val, sizeof val),
                 (cfg->from_env & (1ul << k)) ? "(environment)" : "(default)");
+    }
+}
+
+/* ------------------------------------------------------------ the reference */
+
+/* Markdown: `x` stays as is. Man (roff): `x` becomes bold, and a leading
+ * dot or quote or a backslash is escaped. */
+static void doc_text(FILE *out, const char *t, int man)
+{
+    if (!man) {
+        fputs(t, out);
+        return;
+    }
+    int bold = 0;
+    for (const char *p = t; *p; p++) {
+        if (*p == '`') {
+            fputs(bold ? "\\fR" : "\\fB", out);
+            bold = !bold;
+        } else if (*p == '\\') {
+            fputs("\\e", out);
+        } else if (*p == '-') {
+            fputs("\\-", out);
+        } else {
+            fputc(*p, out);
+        }
+    }
+}
+
+void msh_cfg_doc(FILE *out, int man)
+{
+    msh_config d;
+    msh_cfg_defaults(&d);
+    for (size_t k = 0; k < NVARS; k++) {
+        const msh_cfg_var *v = &vars[k];
+        char val[128], acc[256], key[128];
+        format_value(&d, v, val, sizeof val);
+        accepted(v, acc, sizeof acc);
+        int has_key = msh_cfg_info_key((msh_cfg_id)k, 0, key, sizeof key) == 0;
+        if (man) {
+            fprintf(out, ".TP\n.B %s\nDefault \\fB%s\\fR; values: ", v->name, val);
+            doc_text(out, acc, 1);
+            fputs(".", out);
+            if (has_key) {
+                fputs(" Info key: ", out);
+                for (int i = 0; msh_cfg_info_key((msh_cfg_id)k, i, key, sizeof key) == 0; i++)
+                    fprintf(out, "%s\\fB%s\\fR", i ? ", " : "", key);
+                fputs(".", out);
+            }
+            fputs("\n", out);
+            doc_text(out, docs[k], 1);
+            fputs("\n", out);
+        } else {
+            fprintf(out, "### `%s`\n\n- default: `%s`\n- values: %s\n", v->name, val, acc);
+            if (has_key) {
+                fputs("- info key: ", out);
+                for (int i = 0; msh_cfg_info_key((msh_cfg_id)k, i, key, sizeof key) == 0; i++)
+                    fprintf(out, "%s`%s`", i ? ", " : "", key);
+                fputs("\n", out);
+            }
+            fprintf(out, "\n%s\n\n", docs[k]);
+        }
     }
 }

@@ -116,6 +116,9 @@ void msh_cfg_init(void);
 
 /* Print the effective configuration, one variable per line. */
 void msh_cfg_print(FILE *out, const msh_config *cfg);
+/* The reference of every variable (default, values, info keys, what it
+ * does), as Markdown (man = 0) or as the body of a man page section. */
+void msh_cfg_doc(FILE *out, int man);
 
 /* The variable's name ("MPISHIM_..."). */
 const char *msh_cfg_name(msh_cfg_id id);
