@@ -104,8 +104,9 @@ bench: all
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
-	  $(DESTDIR)$(PREFIX)/share/man/man7
+	  $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 644 include/mpishim.h include/mpishim_f.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 docs/mpishim.1 docs/mpishim-info.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 docs/mpishim.7 $(DESTDIR)$(PREFIX)/share/man/man7/
 	for h in $(HOSTS); do \
 	  d=$(DESTDIR)$(PREFIX)/lib/mpishim/$$h; install -d $$d; \
