@@ -333,6 +333,8 @@ for host in "${hosts[@]}"; do
     [ $n -gt 0 ] || run_case "$host unit tests built" expect_ok false
     # The generated variable reference (docs/configuration.md, docs/mpishim.7).
     run_case "$host docs match the variables table" expect_ok "$top/tools/gendocs.sh" "$build/$host/mpishim-info" --check
+    # make install, then an example built through pkg-config and run by the installed launcher.
+    run_case "$host install: pkg-config, launcher, man pages" expect_ok "$top/tests/install.sh" "$host"
 done
 
 # ---------------------------------------------------------------- per host
