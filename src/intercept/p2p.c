@@ -11,7 +11,6 @@
 #include "intercept/shim.h"
 #include "intercept/status.h"
 #include "partitioned/part.h"
-#include "sync/watchdog.h"
 
 typedef msh_tp_mode send_op;
 

@@ -11,7 +11,7 @@
 #include "sync/post.h"
 #include "sync/request.h"
 #include "sync/solo.h"
-#include "sync/sync.h"
+#include "sync/progress.h"
 #include "sync/wait.h"
 #include "vci/comm.h"
 #include "vci/vci.h"

@@ -3,7 +3,7 @@
 
 #include "sync/queue.h"
 #include "sync/solo.h"
-#include "sync/watchdog.h"
+#include "sync/notes.h"
 
 /* Queued posting needs the checks the host makes at the call (queue.h):
  * a communicator the shim knows, an intracommunicator. */

@@ -1,5 +1,5 @@
 /* The progress engine and sync-object waits (see sync.h). */
-#include "sync/sync.h"
+#include "sync/progress.h"
 
 #include <sched.h>
 #include <stdlib.h>
@@ -42,87 +42,15 @@ static struct {
     _Atomic uint64_t periods; /* times hog mode began (MPISHIM_STATS) */
 } hog;
 
-static msh_domain *domains;
-static int ndomains;
 static pthread_t progress_thread;
 static _Atomic int progress_thread_stop;
 static int have_progress_thread;
-
-int msh_progress_ndomains(void) { return ndomains; }
-const msh_domain *msh_progress_domain(int i) { return &domains[i]; }
-
-int msh_progress_domain_of(int vci)
-{
-    return msh_cfg.progress == MSH_PROGRESS_VCI ? vci : 0;
-}
-
-/* ------------------------------------------------------------ completion */
-
-/* Completions counted per sync object during one poll, flushed together so
- * that a Waitall of W requests costs the waiter's domain mutex once, not W
- * times. */
-typedef struct notify_batch {
-    int n;
-    msh_sync *s[16];
-    int cnt[16];
-} notify_batch;
-
-static void notify_flush(notify_batch *b)
-{
-    for (int i = 0; i < b->n; i++) {
-        msh_sync *s = b->s[i];
-        msh_domain *d = &domains[s->dom];
-        /* Counted under the mutex: once the waiter has seen its count and
-         * taken the mutex, no poller touches s again (msh_sync_finish). */
-        pthread_mutex_lock(&d->mtx);
-        int done = atomic_fetch_add_explicit(&s->done, b->cnt[i], memory_order_release) + b->cnt[i];
-        /* Wake the sleeper only when its wait is over: a Waitall of W
-         * requests completing over many polls costs one wake-up, not many. */
-        if (s->sleeping && done >= s->needed) {
-            d->st.wakeups++;
-            pthread_cond_signal(&s->cond);
-        }
-        pthread_mutex_unlock(&d->mtx);
-    }
-    b->n = 0;
-}
-
-static void notify_add(notify_batch *b, msh_sync *s)
-{
-    for (int i = 0; i < b->n; i++)
-        if (b->s[i] == s) {
-            b->cnt[i]++;
-            return;
-        }
-    if (b->n == 16)
-        notify_flush(b);
-    b->s[b->n] = s;
-    b->cnt[b->n] = 1;
-    b->n++;
-}
-
-/* r is complete (its status filled in): claim its completion and count it
- * on the sync object attached to it, if any. */
-static void complete_one(msh_request *r, notify_batch *b)
-{
-    atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
-    msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
-    if (s && s != MSH_SYNC_CLAIMED)
-        notify_add(b, s);
-}
-
-void msh_progress_complete(msh_request *r)
-{
-    notify_batch b = { .n = 0 };
-    complete_one(r, &b);
-    notify_flush(&b);
-}
 
 /* Under v's lock: hand the n completions its transport returned to their
  * waiters (or recycle the requests the program freed). */
 static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
 {
-    notify_batch b = { .n = 0 };
+    msh_notify b = { .n = 0 };
     for (int k = 0; k < n; k++) {
         msh_request *r = done[k].ctx;
         r->status = done[k].status;
@@ -134,10 +62,10 @@ static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
             msh_vci_req_put(v, r);
             continue;
         }
-        complete_one(r, &b);
+        msh_notify_complete(r, &b);
     }
     v->st.completions += (uint64_t)n;
-    notify_flush(&b);
+    msh_notify_flush(&b);
 }
 
 int msh_progress_poll(msh_vci *v, int blocking)
@@ -213,13 +141,6 @@ static void owner_yield(void)
     }
 }
 
-msh_sync_upper msh_upper;
-
-void msh_sync_set_upper(const msh_sync_upper *u)
-{
-    msh_upper = *u;
-}
-
 static inline int poll_hook(void)
 {
     return msh_sweep_wanted() ? msh_upper.sweep() : 0;
@@ -254,11 +175,6 @@ static int vci_poll(void *arg, int d, unsigned *misses)
     return poll_domain(d, misses);
 }
 
-void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg)
-{
-    domains[d].poll = fn ? fn : vci_poll;
-    domains[d].poll_arg = fn ? arg : NULL;
-}
 
 /* ------------------------------------------------------------ ownership */
 
@@ -269,18 +185,6 @@ static long self_tid(void)
     if (MSH_UNLIKELY(my_tid == 0))
         my_tid = (long)syscall(SYS_gettid);
     return my_tid;
-}
-
-void msh_progress_describe(int i, msh_progress_info *out)
-{
-    msh_domain *d = &domains[i];
-    pthread_mutex_lock(&d->mtx);
-    out->owned = atomic_load_explicit(&d->owned, memory_order_relaxed);
-    out->owner_tid = d->owner_tid;
-    out->sleepers = 0;
-    for (msh_sync *w = d->waiters; w; w = w->next)
-        out->sleepers++;
-    pthread_mutex_unlock(&d->mtx);
 }
 
 static int take_ownership(msh_domain *d)
@@ -373,7 +277,7 @@ static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
 
 void msh_sync_wait(msh_sync *s, int needed)
 {
-    msh_domain *d = &domains[s->dom];
+    msh_domain *d = msh_domain_at(s->dom);
     if (MSH_UNLIKELY(msh_host_lock_depth > 0)) {
         /* This thread holds the host lock inside a pass-through call: no
          * one else can progress, so it polls by itself. */
@@ -424,7 +328,7 @@ void msh_sync_wait(msh_sync *s, int needed)
 
 void msh_sync_finish(msh_sync *s, int claimed)
 {
-    msh_domain *d = &domains[s->dom];
+    msh_domain *d = msh_domain_at(s->dom);
     pthread_mutex_lock(&d->mtx);
     while (atomic_load_explicit(&s->done, memory_order_acquire) < claimed) {
         s->needed = claimed;
@@ -441,7 +345,7 @@ int msh_progress_try(int vci)
     if (MSH_UNLIKELY(msh_host_lock_depth > 0))
         return poll_all(1);
     int dom = msh_progress_domain_of(vci);
-    msh_domain *d = &domains[dom];
+    msh_domain *d = msh_domain_at(dom);
     if (!take_ownership(d))
         return 0;
     unsigned misses = 0;
@@ -459,21 +363,6 @@ int msh_progress_try(int vci)
  * anything is pending at all, and sleeps if not (issue 15: offload's
  * thread must not take a core while the rank has nothing in flight). */
 #define MSH_IDLE_CHECK_POLLS 1024
-_Atomic int msh_progress_asleep;
-static pthread_mutex_t idle_mtx = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
-static uint64_t idle_sleeps; /* under idle_mtx */
-
-void msh_progress_wake_slow(void)
-{
-    pthread_mutex_lock(&idle_mtx);
-    if (atomic_load_explicit(&msh_progress_asleep, memory_order_relaxed)) {
-        atomic_store_explicit(&msh_progress_asleep, 0, memory_order_relaxed);
-        pthread_cond_signal(&idle_cond);
-    }
-    pthread_mutex_unlock(&idle_mtx);
-}
-
 /* Nothing pending or queued on any VCI, no partitioned receive waiting for
  * its header. Called with msh_progress_asleep already set: a poster adds
  * to a pending set under the VCI's lock and then reads the flag, so either
@@ -505,24 +394,7 @@ static void idle_sleep(void)
         atomic_store_explicit(&msh_progress_asleep, 0, memory_order_relaxed);
         return;
     }
-    /* No timeout: a missed wake-up would hide here as a slow run, so the
-     * protocol above is the only way out (tests under thread/offload hang
-     * if it is wrong). */
-    pthread_mutex_lock(&idle_mtx);
-    idle_sleeps++;
-    while (atomic_load_explicit(&msh_progress_asleep, memory_order_relaxed) &&
-           !atomic_load_explicit(&progress_thread_stop, memory_order_acquire))
-        pthread_cond_wait(&idle_cond, &idle_mtx);
-    atomic_store_explicit(&msh_progress_asleep, 0, memory_order_relaxed);
-    pthread_mutex_unlock(&idle_mtx);
-}
-
-uint64_t msh_progress_idle_sleeps(void)
-{
-    pthread_mutex_lock(&idle_mtx);
-    uint64_t n = idle_sleeps;
-    pthread_mutex_unlock(&idle_mtx);
-    return n;
+    msh_progress_idle_wait(&progress_thread_stop);
 }
 
 /* MPISHIM_PROGRESS_CPU: the CPU the user named, else (auto) the last core
@@ -566,18 +438,11 @@ static void *progress_main(void *arg)
 
 int msh_progress_init(void)
 {
-    ndomains = msh_cfg.progress == MSH_PROGRESS_VCI ? msh_pool.n : 1;
-    domains = aligned_alloc(MSH_CACHELINE, sizeof(msh_domain) * (size_t)ndomains);
-    if (!domains)
+    if (msh_domains_init(msh_cfg.progress == MSH_PROGRESS_VCI ? msh_pool.n : 1, vci_poll) != 0)
         return -1;
-    memset(domains, 0, sizeof(msh_domain) * (size_t)ndomains);
-    for (int i = 0; i < ndomains; i++) {
-        pthread_mutex_init(&domains[i].mtx, NULL);
-        domains[i].poll = vci_poll;
-    }
     if (msh_progress_has_thread()) {
         /* The progress thread owns the one domain for good. */
-        atomic_store(&domains[0].owned, 1);
+        atomic_store(&msh_domain_at(0)->owned, 1);
         atomic_store(&progress_thread_stop, 0);
         if (pthread_create(&progress_thread, NULL, progress_main, NULL) != 0)
             return -1;
@@ -597,6 +462,6 @@ void msh_progress_fini(void)
         msh_progress_wake_slow();
         pthread_join(progress_thread, NULL);
         have_progress_thread = 0;
-        atomic_store(&domains[0].owned, 0);
+        atomic_store(&msh_domain_at(0)->owned, 0);
     }
 }

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "sync/sync.h"
-#include "sync/watchdog.h"
+#include "sync/notes.h"
 
 int msh_queue_on;
 int msh_queue_combine;

@@ -1,5 +1,5 @@
-/* The request arena, its global pool, and the per-VCI request caches and
- * pending sets (see request.h). */
+/* The request arena, its global pool, and the per-VCI request caches (see
+ * request.h). */
 #include "sync/request.h"
 
 #include <pthread.h>
@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
-#include "sync/sync.h"
 #include "vci/vci.h"
 
 msh_req_arena msh_reqs;
@@ -156,12 +155,4 @@ void msh_vci_req_put(msh_vci *v, msh_request *r)
         v->ncache -= give;
         msh_req_pool_give(chain, give);
     }
-}
-
-int msh_vci_pending_add(msh_vci *v, msh_request *r)
-{
-    int rc = msh_tp_track(v->tp, r, r->host);
-    if (MSH_LIKELY(rc == MPI_SUCCESS))
-        msh_progress_wake();
-    return rc;
 }

@@ -261,8 +261,9 @@ msh_request *msh_req_pool_take(int n, int *got);
 void msh_req_pool_give(msh_request *chain, int n);
 
 /* A VCI's request cache (the fields are in vci/vci.h; the VCI layer below
- * stores them without knowing what a request is) and its operations in
- * flight (tracked by its transport, with the request as context). */
+ * stores them without knowing what a request is). Its operations in flight
+ * are tracked by its transport, with the request as context
+ * (msh_vci_pending_add in sync.h). */
 
 /* Under the VCI lock: a free request from the cache (refilled in batches
  * from the global pool), NULL if the arena is exhausted. */
@@ -270,9 +271,6 @@ msh_request *msh_vci_req_get(struct msh_vci *v);
 /* Under the VCI lock: give a request back to the cache. */
 void msh_vci_req_put(struct msh_vci *v, msh_request *r);
 
-/* Under the VCI lock: the VCI's transport tracks r (r->host posted), and
- * progress is told. Returns MPI_SUCCESS or MPI_ERR_NO_MEM. */
-int msh_vci_pending_add(struct msh_vci *v, msh_request *r);
 
 /* ------------------------------------------------------------ per-kind operations */
 

@@ -1,23 +1,28 @@
-/* Sync objects and the progress engine (file 000, chapter 4, Algorithm 2;
- * modelled on Open MPI's opal/threads/wait_sync).
+/* Sync objects, progress domains and completion: the part of the progress
+ * engine that completing a request needs (the polling, ownership and
+ * waiting are in progress.h, above). After the sync object of Open MPI's
+ * opal/threads/wait_sync and Patinyasakdikul's "Improving MPI Threading
+ * Support for Current Hardware Architectures" (PhD dissertation, University
+ * of Tennessee, 2019, chapter 4).
  *
  * A thread that must wait attaches its shim requests to a sync object on its
  * stack and waits for a count of completions. In each progress domain one
- * waiting thread at a time is the progress owner: it polls the pending host
- * requests (PMPI_Testsome), completes shim requests, counts them on the sync
- * objects they are attached to and wakes those threads. Other waiters spin,
- * sleep, or spin and then sleep (MPISHIM_WAIT). When the owner's own wait is
+ * waiting thread at a time is the progress owner: it polls the VCIs'
+ * transports, completes shim requests, counts them on the sync objects they
+ * are attached to and wakes those threads. Other waiters spin, sleep, or
+ * spin and then sleep (MPISHIM_WAIT). When the owner's own wait is
  * satisfied it hands ownership to the first sleeping waiter, so a domain
  * with waiters always has an owner.
  *
  * Domains (MPISHIM_PROGRESS): `global` has one domain whose owner polls every
  * VCI; `vci` has one per VCI, and an owner that polls its VCI in vain
- * MPISHIM_SWEEP_POLLS times sweeps every VCI once, so no VCI starves (file
- * 003, Fig. 9); `thread` has one domain owned for good by a progress thread.
+ * MPISHIM_SWEEP_POLLS times sweeps every VCI once, so that no VCI waits for
+ * progress that only its own waiters would make; `thread` has one domain
+ * owned for good by a progress thread.
  *
  * No lock is held while a thread sleeps or spins, and no shim lock is ever
- * held across a blocking host call (design brief rule 2). Lock order: VCI
- * lock, then domain mutex. */
+ * held across a blocking host call. Lock order: VCI lock, then domain
+ * mutex. */
 #ifndef MSH_SYNC_SYNC_H
 #define MSH_SYNC_SYNC_H
 
@@ -26,6 +31,7 @@
 #include <time.h>
 
 #include "sync/request.h"
+#include "transport/transport.h"
 #include "vci/vci.h"
 
 typedef struct msh_sync {
@@ -90,8 +96,6 @@ static inline void msh_progress_wake(void)
 /* Times the progress thread went to sleep (MPISHIM_STATS). */
 uint64_t msh_progress_idle_sleeps(void);
 
-int msh_progress_init(void);   /* after the VCI pool */
-void msh_progress_fini(void);  /* stops the progress thread, if any */
 int msh_progress_ndomains(void);
 const msh_domain *msh_progress_domain(int i);
 
@@ -106,15 +110,15 @@ void msh_progress_describe(int d, msh_progress_info *out);
 /* Domain that progresses requests of VCI vci. */
 int msh_progress_domain_of(int vci);
 
-/* Replace domain d's poll (NULL: back to the host poll), before any thread
+/* Replace domain d's poll (NULL: back to polling the VCIs), before any thread
  * waits on it: the seam through which a unit test drives the sync objects
  * without MPI (tests/unit/test_sync.c). A thread that holds the host lock
  * (msh_host_lock_depth) and the progress thread poll the host directly. */
 void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg);
 
-/* For a poll function: r, whose status the caller filled in, is complete:
- * mark it so, claim it, and count it on its waiter's sync object, waking
- * that waiter when its wait is over. Not under a domain mutex. */
+/* r, whose status the caller filled in, is complete: mark it so, claim it,
+ * and count it on its waiter's sync object, waking that waiter when its
+ * wait is over. Not under a domain mutex. */
 void msh_progress_complete(msh_request *r);
 
 static inline void msh_sync_init(msh_sync *s, int dom)
@@ -145,16 +149,6 @@ static inline int msh_sync_detach(msh_sync *s, msh_request *r)
                                                    memory_order_acquire);
 }
 
-/* Hog mode: a thread outside MPI keeps taking the core this rank's
- * threads yield (progress.c). While it lasts, progress owners do not yield
- * and adaptive waiters do not spin. The loops that test without a sync
- * object (msh_idle, blocking probes) still yield: without it, one that
- * takes and drops a lock in a tight loop could keep a thread on another
- * core from ever getting that lock. */
-int msh_sync_hogged(void);
-/* Times hog mode began (MPISHIM_STATS). */
-uint64_t msh_sync_hog_periods(void);
-
 /* Monotonic microseconds, for bounded spins. */
 static inline double msh_now_us(void)
 {
@@ -163,20 +157,36 @@ static inline double msh_now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* Wait until s has counted `needed` completions, progressing or waiting as
- * the policies say. */
-void msh_sync_wait(msh_sync *s, int needed);
+/* ------------------------------------------------------------ completion */
 
-/* Wait until s has counted exactly `claimed` completions and no progress
- * thread can touch s any more; then s may go out of scope. */
-void msh_sync_finish(msh_sync *s, int claimed);
+/* Completions counted per sync object during one poll, flushed together so
+ * that a Waitall of W requests costs the waiter's domain mutex once, not W
+ * times. */
+#define MSH_NOTIFY_MAX 16
+typedef struct msh_notify {
+    int n;
+    msh_sync *s[MSH_NOTIFY_MAX];
+    int cnt[MSH_NOTIFY_MAX];
+} msh_notify;
 
-/* One progress pass for a thread that tests rather than waits: polls if no
- * one owns the domain of vci, else does nothing. Returns completions seen. */
-int msh_progress_try(int vci);
+/* r is complete (its status filled in): publish it, claim its completion
+ * and count it in b for the sync object attached to it, if any. */
+void msh_notify_complete(msh_request *r, msh_notify *b);
+/* Count b's completions on their sync objects, waking the waiters whose
+ * wait is over. Not under a domain mutex. */
+void msh_notify_flush(msh_notify *b);
 
-/* One Testsome pass over v's pending set, completing shim requests.
- * blocking: take v's lock, else skip v if busy. Returns completions. */
-int msh_progress_poll(msh_vci *v, int blocking);
+/* Under the VCI lock: v's transport tracks r (r->host posted), and the
+ * progress thread, if asleep, is told. Returns MPI_SUCCESS or
+ * MPI_ERR_NO_MEM. */
+int msh_vci_pending_add(msh_vci *v, msh_request *r);
+
+/* Domain storage, made by msh_progress_init: n domains polled by poll. */
+int msh_domains_init(int n, msh_poll_fn poll);
+msh_domain *msh_domain_at(int i);
+
+/* The progress thread's sleep while nothing is pending (progress.c decides
+ * when; msh_progress_wake ends it): returns once woken or *stop is set. */
+void msh_progress_idle_wait(const _Atomic int *stop);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sync/watchdog.h"
+#include "sync/notes.h"
 #include "vci/comm.h"
 
 /* ------------------------------------------------------------ outcomes */

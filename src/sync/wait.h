@@ -17,7 +17,7 @@
 #include "sync/queue.h"
 #include "sync/request.h"
 #include "sync/solo.h"
-#include "sync/sync.h"
+#include "sync/progress.h"
 #include "vci/vci.h"
 
 /* ------------------------------------------------------------ outcomes */

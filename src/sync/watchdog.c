@@ -8,56 +8,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/config.h"
 #include "core/runtime.h"
 #include "sync/queue.h"
+#include "sync/notes.h"
 #include "sync/sync.h"
 #include "vci/vci.h"
 
 #define TICK_MS 100
 #define MAX_LINES_PER_VCI 32
 
-int msh_watchdog_on;
-
-/* Per arena slot, written and read under the request's VCI lock. */
-typedef struct req_info {
-    int peer, tag;
-    MPI_Comm comm;
-    uint32_t tick;  /* when it entered a pending set */
-    uint8_t noted;  /* peer/tag/comm are known */
-} req_info;
-
-static req_info *info;
-static _Atomic uint32_t now_tick;
 static pthread_t thread;
 static _Atomic int stop_flag;
 static _Atomic int usr1; /* lock-free, so async-signal-safe */
 static struct sigaction old_usr1;
 static int limit_ticks;
-static MSH_TLS const msh_request *last_noted; /* see msh_watchdog_posted */
-
-void msh_watchdog_note_(const msh_request *r, int peer, int tag, MPI_Comm comm)
-{
-    req_info *i = &info[r->idx];
-    i->peer = peer;
-    i->tag = tag;
-    i->comm = comm;
-    i->noted = 1;
-    last_noted = r;
-}
-
-void msh_watchdog_posted_(const msh_request *r)
-{
-    req_info *i = &info[r->idx];
-    i->tick = atomic_load_explicit(&now_tick, memory_order_relaxed);
-    if (last_noted != r && !r->persistent)
-        i->noted = 0;
-    last_noted = NULL;
-}
 
 static void on_usr1(int sig)
 {
@@ -134,7 +102,7 @@ static void report(const char *why, uint32_t tick)
         line(&t, "  VCI %d: %d pending, %llu completed so far", i, n, (unsigned long long)v->st.completions);
         for (int k = 0; k < n && k < MAX_LINES_PER_VCI; k++) {
             const msh_request *r = msh_tp_tracked(v->tp, k);
-            const req_info *in = &info[r->idx];
+            const msh_note *in = msh_note_of(r);
             double age = (double)(uint32_t)(tick - in->tick) * TICK_MS / 1000.0;
             if (in->noted) {
                 char cn[64];
@@ -167,7 +135,7 @@ static void *watch_main(void *arg)
     while (!atomic_load_explicit(&stop_flag, memory_order_acquire)) {
         struct timespec ts = { 0, TICK_MS * 1000000L };
         nanosleep(&ts, NULL);
-        uint32_t tick = atomic_fetch_add_explicit(&now_tick, 1, memory_order_relaxed) + 1;
+        uint32_t tick = msh_notes_tick();
         uint64_t total = 0;
         long pending = 0;
         for (int i = 0; i < msh_pool.n; i++) {
@@ -199,11 +167,8 @@ int msh_watchdog_start(int seconds)
 {
     if (seconds <= 0)
         return 0;
-    size_t bytes = (size_t)msh_reqs.capacity * sizeof(req_info);
-    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED)
+    if (msh_notes_start() != 0)
         return -1;
-    info = p;
     limit_ticks = seconds * (1000 / TICK_MS);
     atomic_store_explicit(&stop_flag, 0, memory_order_relaxed);
     /* The thread must not take the program's signals. */
@@ -213,8 +178,7 @@ int msh_watchdog_start(int seconds)
     int rc = pthread_create(&thread, NULL, watch_main, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
-        munmap(info, bytes);
-        info = NULL;
+        msh_notes_stop();
         return -1;
     }
     struct sigaction sa;
@@ -223,17 +187,16 @@ int msh_watchdog_start(int seconds)
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGUSR1, &sa, &old_usr1);
-    msh_watchdog_on = 1;
+    msh_notes_on = 1;
     return 0;
 }
 
 void msh_watchdog_stop(void)
 {
-    if (!msh_watchdog_on)
+    if (!msh_notes_on)
         return;
     sigaction(SIGUSR1, &old_usr1, NULL);
     atomic_store_explicit(&stop_flag, 1, memory_order_release);
     pthread_join(thread, NULL);
-    msh_watchdog_on = 0;
-    /* info stays mapped: a post racing with finalize may still write it. */
+    msh_notes_on = 0;
 }

@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "sync/sync.h"
+#include "sync/progress.h"
 #include "unit.h"
 
 #define TIMEOUT_S 60 /* MSH_TEST_TIMEOUT=s overrides (sanitizer builds) */

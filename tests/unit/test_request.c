@@ -7,6 +7,7 @@
 
 #include "sync/request.h"
 #include "sync/queue.h"
+#include "sync/sync.h"
 #include "vci/vci.h"
 #include "unit.h"
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "sync/sync.h"
+#include "sync/progress.h"
 #include "unit.h"
 
 #define NTHREADS 6

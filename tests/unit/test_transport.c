@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
-#include "sync/sync.h"
+#include "sync/progress.h"
 #include "sync/wait.h"
 #include "vci/vci.h"
 #include "unit.h"
