@@ -47,7 +47,7 @@ $(BUILD)/mpishim-info: tools/mpishim-info.in
 check: all
 	tests/run.sh $(HOSTS)
 
-# Only the multi-node cases (issue 17): 2 network namespaces as nodes, TCP
+# Only the multi-node cases: 2 network namespaces as nodes, TCP
 # between them (tools/netns-cluster.sh). Root only; make check runs them too.
 check-multinode: all
 	TEST_MULTINODE=only tests/run.sh $(HOSTS)

@@ -1,5 +1,5 @@
 ! fmultirate.F90 - the pairwise pattern of bench/multirate.c in Fortran +
-! OpenMP (issue 16), to show that Fortran programs get the shim's gain.
+! OpenMP, to show that Fortran programs get the shim's gain.
 !
 ! 2 ranks x T OpenMP threads; thread i of rank 0 streams to thread i of
 ! rank 1 (data tag i, ack tag T+i), all on one shared communicator

@@ -1,7 +1,7 @@
 /*
  * hostforms.c - what the host MPI charges for a blocking call against its
- * nonblocking form plus a test loop (issue 15). The design brief's rule 2
- * makes every blocking call under the shim's runtime a nonblocking call plus
+ * nonblocking form plus a test loop. The shim's rule that no thread blocks
+ * in the host makes every blocking call under the shim's runtime a nonblocking call plus
  * a wait; this measures the floor that puts under the threads.c pattern's
  * blocking phase, on the raw host (run it without the shim).
  *

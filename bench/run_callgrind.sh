@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/run_callgrind.sh - instructions per message at T = 1 (issue 15):
+# bench/run_callgrind.sh - instructions per message at T = 1:
 # what the shim's own code executes per message under every progress
 # policy, counted by callgrind, so the figure does not depend on this noisy
 # 2-core machine.

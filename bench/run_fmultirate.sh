@@ -2,7 +2,7 @@
 # The Multirate pattern from Fortran + OpenMP (bench/fmultirate.F90), raw
 # host vs mpishim, next to the C program (bench/multirate.c) run the same
 # way in the same rounds, so that the Fortran gain can be compared with C's
-# on the same machine state (issue 16).
+# on the same machine state.
 #
 #   bench/run_fmultirate.sh [openmpi] [mpich]     (default: every host built)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multirate across 2 simulated nodes over TCP (issue 17): raw host vs shim vs
+# Multirate across 2 simulated nodes over TCP: raw host vs shim vs
 # MPI everywhere, on the network-namespace cluster of tools/netns-cluster.sh.
 #
 #   bench/run_multinode.sh [openmpi] [mpich]     (default: every host built)

@@ -180,7 +180,7 @@ bench_table() {
             for (c = 1; c <= nc; c++) printf " %s ", ratio(med[t, C[c]], med[t1, "raw"])
             printf "\n"
         }
-        # The default policy is chosen from these numbers (issue 15): rank the
+        # The default policy is chosen from these numbers: rank the
         # configurations a user gets without hints (every shim one but tag and
         # tagT) by the geometric mean over T of their ratio to raw at the same
         # T, the cells of every T counted, so that no T is given up for another.

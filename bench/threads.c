@@ -1,6 +1,6 @@
 /*
  * threads.c - the shape of MPICH's conformance test threads/pt2pt/threads.c
- * as a benchmark (issue 15, "never slower than raw"): written anew, no code
+ * as a benchmark (the shim must never be slower than raw): written anew, no code
  * taken from it.
  *
  * 2 ranks (any even number: pairs 2k, 2k+1); even ranks send, odd ranks

@@ -1,4 +1,4 @@
-# The multi-node cases of tests/run.sh (issue 17), sourced by it: uses its
+# The multi-node cases of tests/run.sh, sourced by it: uses its
 # run_case, hosts, filter and counters. Not a program of its own.
 #
 # 2 nodes (tools/netns-cluster.sh) x 2 ranks each, placed round robin so that
@@ -28,7 +28,7 @@ mn_run=$top/tests/multinode.sh
 # with both no-wildcard assertions, except mt_anysource, whose receives use
 # MPI_ANY_SOURCE (MAP=tag needs only no_any_tag); rma_acc also splits every
 # window into 4 internal windows. mt_cross is the two-thread case of its
-# figure (file 002 Fig. 1), the others run 4 threads per rank. RMA: rma_acc
+# case, the others run 4 threads per rank. RMA: rma_acc
 # (Put, Get, Accumulate, Get_accumulate under fence and lock_all). Not run
 # here: rma_atomic, whose Fetch_and_op loops under lock_all hang the raw
 # hosts over UCX on TCP (Open MPI 4.1.4 osc/ucx: no progress in 60 s; MPICH

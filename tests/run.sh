@@ -6,7 +6,7 @@
 #
 # Environment: TEST_VARIANT=tsan|asan runs the MPI programs of build/<host>-<variant>
 # (make check-tsan and check-asan build them) and nothing else; TEST_MULTINODE
-# (the multi-node cases on network namespaces, issue 17: auto = when root and
+# (the multi-node cases on network namespaces: auto = when root and
 # ip netns work, else one SKIP line; 0 = never; only = nothing else, for make
 # check-multinode); TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
 # (only cases whose name matches this grep -E pattern), TEST_PROGRESS (run every
@@ -457,7 +457,7 @@ for host in "${hosts[@]}"; do
         env MPISHIM_PROGRESS=thread MPISHIM_PROGRESS_CPU=60000 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
 
-    # Start-up and crash behaviour must be the raw host's (issue 13): the
+    # Start-up and crash behaviour must be the raw host's: the
     # library links nothing beyond hwloc, the host MPI and libc, loads no
     # libfabric (whose PSM dependencies cost start-up time and install signal
     # handlers), and a rank that segfaults dies by SIGSEGV.
@@ -475,7 +475,7 @@ for host in "${hosts[@]}"; do
                  "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
         _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
 
-    # Fortran (issue 16): mpif.h and `use mpi` programs with OpenMP threads,
+    # Fortran: mpif.h and `use mpi` programs with OpenMP threads,
     # raw, under the launcher and under LD_PRELOAD; with MPISHIM_STATS=1 the
     # runtime must have counted every send and receive exactly once.
     if [ "${HAVE_FORTRAN:-no}" = yes ]; then

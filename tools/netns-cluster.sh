@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A simulated cluster on one machine, for multi-node runs of the host MPIs
-# (issue 17): N network namespaces msh-node0..N-1, each with one veth
+# A simulated cluster on one machine, for multi-node runs of the host MPIs:
+# N network namespaces msh-node0..N-1, each with one veth
 # interface on a private /24 (MSH_NET, default 10.77.0: node i is
 # MSH_NET.(i+1)), joined by a bridge that lives in a namespace of its own
 # (msh-hub), so nothing is added to the machine's own network. Each command

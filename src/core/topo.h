@@ -44,7 +44,7 @@ void msh_topo_describe(char *buf, size_t len);
 
 /* Default VCI pool size (MPISHIM_NUM_VCIS=auto): one per core of the
  * rank's binding, at most max. Always >= 1. The hardware's transmit
- * contexts (file 003, Fig. 17) are not asked here: see topo.c;
+ * contexts are not asked here: see topo.c;
  * mpishim-info prints the cap they imply. */
 int msh_topo_default_vcis(int max);
 

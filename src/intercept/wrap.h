@@ -25,7 +25,7 @@
 /* ------------------------------------------------------------ collectives */
 
 /* A thread waiting in a blocking collective sleeps on the sync object
- * instead of spinning in the host (design brief rule 2). On the solo path
+ * instead of spinning in the host, and holds no lock meanwhile. On the solo path
  * the twin is used too: a blocking and a nonblocking collective do not
  * match each other, so every rank must use the same form. */
 typedef struct {

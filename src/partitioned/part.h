@@ -1,5 +1,6 @@
 /* MPI-4 partitioned communication layered on persistent point-to-point
- * (design brief rule 6; file 004, MPIPCL, is the starting point).
+ * (after Worley et al., "Design of a Portable Implementation of Partitioned
+ * Point-to-Point Communication Primitives", MPIPCL).
  *
  * A partitioned request is a shim request (kind MSH_KIND_PART) whose ext
  * points to a msh_part channel. All channels share two shim-private

@@ -203,8 +203,7 @@ static int take_ownership(msh_domain *d)
 }
 
 /* Under d->mtx, with the domain unowned: wake the first sleeper that still
- * waits, so that a domain with waiters always gets an owner (Fig. 4.2b of
- * file 000). Sleepers whose wait is already satisfied are skipped: they are
+ * waits, so that a domain with waiters always gets an owner. Sleepers whose wait is already satisfied are skipped: they are
  * leaving, and a handoff to them would be lost. */
 static void handoff_locked(msh_domain *d)
 {
@@ -295,7 +294,7 @@ void msh_sync_wait(msh_sync *s, int needed)
             while (atomic_load_explicit(&s->done, memory_order_acquire) < needed) {
                 /* A run of empty polls gives the core away: with more
                  * threads than cores, the threads this owner woke need it
-                 * to post their next operations (file 000, Fig. 4.4), and
+                 * to post their next operations, and
                  * the peer rank's threads may share the core. Not in hog
                  * mode (above). */
                 if (d->poll(d->poll_arg, s->dom, &misses) == 0) {
@@ -360,8 +359,8 @@ int msh_progress_try(int vci)
 /* ------------------------------------------------------------ progress thread */
 
 /* Consecutive empty passes after which the progress thread checks whether
- * anything is pending at all, and sleeps if not (issue 15: offload's
- * thread must not take a core while the rank has nothing in flight). */
+ * anything is pending at all, and sleeps if not: offload's thread must not
+ * take a core while the rank has nothing in flight. */
 #define MSH_IDLE_CHECK_POLLS 1024
 /* Nothing pending or queued on any VCI, no partitioned receive waiting for
  * its header. Called with msh_progress_asleep already set: a poster adds

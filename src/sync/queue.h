@@ -1,4 +1,4 @@
-/* Queued posting: MPISHIM_PROGRESS=combine and offload (issue 15).
+/* Queued posting: MPISHIM_PROGRESS=combine and offload.
  *
  * A thread posting a point-to-point operation does not make the host call:
  * it fills a shim request with the arguments, pushes it on its VCI's queue
@@ -11,8 +11,8 @@
  *   offload  by the progress thread's polls only: posters never enter
  *            the host.
  * So one thread at a time makes a VCI's host calls, and a poster never
- * waits for the thread that polls (file 000 cites Vaidyanathan et al.,
- * SC 2015, for the offload design).
+ * waits for the thread that polls (the offload design of Vaidyanathan et
+ * al., SC 2015).
  *
  * Order: MPI's non-overtaking rule binds the operations of one thread on one
  * (communicator, peer, tag); they share a route, hence a VCI and a queue,

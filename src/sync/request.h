@@ -1,7 +1,7 @@
 /* Shim request objects and their handles.
  *
  * Every host request the shim creates is owned by a shim request; the user
- * holds a shim handle (design brief rule 3). Handles must be told apart from
+ * holds a shim handle, never the host's. Handles must be told apart from
  * host handles in a few instructions, because host requests the shim never
  * saw (MPI-IO, generalized requests, ...) reach the same completion calls.
  * A handle carries a 30-bit code: the request's arena index (22 bits, never
@@ -17,7 +17,7 @@
  *     into a reserved, inaccessible 1 GiB address range, so "is it ours" is
  *     a range check and the host faults at once if one ever reaches it.
  * Objects are recycled through per-VCI caches (request.c) refilled in batches
- * from a global pool (file 003, Table 1 and Fig. 7). */
+ * from a global pool, as MPICH's per-VCI request caches are. */
 #ifndef MSH_SYNC_REQUEST_H
 #define MSH_SYNC_REQUEST_H
 

@@ -40,7 +40,7 @@ void msh_solo_start(int serialized)
     atomic_store_explicit(&msh_solo_busy, 0, memory_order_relaxed);
     /* Not with a progress thread either: it is a second thread in the
      * shim from the start, and the solo path beside it measured 3-4x
-     * slower than the runtime path at T = 1 on MPICH 4.0 (issue 15). */
+     * slower than the runtime path at T = 1 on MPICH 4.0. */
     atomic_store_explicit(&msh_solo_on, msh_cfg.solo && !serialized && !msh_progress_has_thread(),
                           memory_order_release);
 }

@@ -766,7 +766,7 @@ static int complete_mixed(int n, MPI_Request reqs[], const msh_completion *c, co
     return rc == MPI_ERR_IN_STATUS ? MPI_SUCCESS : rc;
 }
 
-/* The message-rate case (issue 15): MPI_Waitall of shim point-to-point
+/* The message-rate case: MPI_Waitall of shim point-to-point
  * requests, each pending or complete, and null handles. The general path
  * below walks such an array seven times (census, host part, tallies
  * before and after waiting, attach, errors, retire): about 220

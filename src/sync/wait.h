@@ -1,7 +1,8 @@
 /* The request and completion engine: posting shim requests, waiting for
  * them, retiring them, and completing arrays that mix shim requests, host
  * requests the shim never made (MPI-IO, generalized requests, persistent
- * collectives, ...) and MPI_REQUEST_NULL (design brief rule 3). Shim
+ * collectives, ...) and MPI_REQUEST_NULL: the program holds only shim
+ * handles for what the shim made, and host handles for the rest. Shim
  * requests are waited for with a sync object (sync.h); host requests with
  * host calls, which in serialized mode are made under the host lock and
  * polled, never blocked in. The MPI_* entry points that call it are in
@@ -22,7 +23,8 @@
 
 /* ------------------------------------------------------------ outcomes */
 
-/* Report err through c's error handler and return it (design brief rule 8). */
+/* Report err through c's error handler and return it: the shim's own
+ * errors reach the program as the host's would. */
 static inline int msh_comm_error(MPI_Comm c, int err)
 {
     return msh_error_comm(c, err); /* names the program's call if fatal */
@@ -112,7 +114,7 @@ int msh_host_wait(MPI_Request *req, MPI_Status *status);
  * adaptive, since a thread testing here does not progress the shim's
  * pending requests). A waiter
  * spins like this in the host's own blocking call too; the shim's sync
- * object pays off for waits longer than that (issue 15: in the threads.c
+ * object pays off for waits longer than that (in the threads.c
  * pattern on MPICH, 7% of the receives were not done after one test, and
  * sleeping for them made the blocking phase 1.6x slower than raw). Returns
  * the host's result; *h is MPI_REQUEST_NULL once complete. */

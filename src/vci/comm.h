@@ -1,5 +1,6 @@
-/* Communicator side table and VCI mapping (file 003, sections 2.1 and 4.2;
- * MPICH ch4's "implicit" hashing as the reference).
+/* Communicator side table and VCI mapping (Zambre, Chandramowliswharan and
+ * Balaji, ICS 2020, on mapping communicators to VCIs and why wildcards
+ * funnel receives; MPICH ch4's "implicit" hashing as the reference).
  *
  * Every user communicator the shim saw being created has an entry: its home
  * VCI, its assertions (MPISHIM_ASSERT plus mpi_assert_* info keys) and, when

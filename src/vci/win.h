@@ -1,5 +1,7 @@
-/* Window side table and RMA routing (design brief rule 5; file 003,
- * sections 2.2 and 6.3).
+/* Window side table and RMA routing: a window's operations spread over
+ * internal windows as communicators spread over VCIs (Zambre et al., ICS
+ * 2020, on windows and VCIs), while epochs and synchronization cover all of
+ * them.
  *
  * A user window maps to K internal windows over the same memory. Window 0
  * is the handle the user holds, made with the user's own flavor by the

@@ -1,4 +1,4 @@
-! The `use mpi_f08` twin of ft_calls.F90 (issue 16): every other call the
+! The `use mpi_f08` twin of ft_calls.F90: every other call the
 ! shim's Fortran wrappers convert, from T OpenMP threads at
 ! MPI_THREAD_MULTIPLE, each on a communicator of its own, with the handle
 ! types (TYPE(MPI_Comm), TYPE(MPI_Request), TYPE(MPI_Message),

@@ -1,4 +1,4 @@
-! MPI-4 partitioned communication from Fortran + OpenMP (issue 16): ranks
+! MPI-4 partitioned communication from Fortran + OpenMP: ranks
 ! pair up (0-1, 2-3, ...); the even rank of a pair sends NP partitions of N
 ! INTEGERs with MPI_Psend_init, the odd one receives them with
 ! MPI_Precv_init; every round is one MPI_Start / MPI_Wait on each side.

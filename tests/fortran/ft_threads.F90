@@ -1,4 +1,4 @@
-! Fortran + OpenMP under the shim (issue 16): T threads of each rank, at
+! Fortran + OpenMP under the shim: T threads of each rank, at
 ! MPI_THREAD_MULTIPLE, each posting windows of MPI_Isend/MPI_Irecv completed
 ! by MPI_Waitall, blocking sends and receives with statuses checked (source,
 ! tag, MPI_Get_count), a wildcard receive, MPI_Test/MPI_Testany loops and

@@ -1,4 +1,4 @@
-! The `use mpi_f08` twin of ft_threads.F90 (issue 16): the same program with
+! The `use mpi_f08` twin of ft_threads.F90: the same program with
 ! TYPE(MPI_Comm), TYPE(MPI_Request) and TYPE(MPI_Status) handles and the
 ! optional ierror left out where the code does not look at it. T threads of
 ! each rank, at MPI_THREAD_MULTIPLE, each posting windows of

@@ -6,7 +6,7 @@
  * uses (MPI_IN_PLACE, one parity of ranks with each way).
  *
  * Why: the shim runs a blocking collective as its nonblocking twin plus a
- * wait (design brief rule 2). Open MPI 4.1's MPI_Ialltoallv posts a receive
+ * wait, so that no thread blocks in the host. Open MPI 4.1's MPI_Ialltoallv posts a receive
  * for every nonzero count, so "1 of a zero-size type" on the receive side
  * against "0 of MPI_INT" on the send side waits for a message nobody sends:
  * raw MPI_Alltoallv returns, MPI_Ialltoallv never completes. Under the shim

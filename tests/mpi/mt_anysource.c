@@ -1,7 +1,7 @@
 /* MPI_ANY_SOURCE receives and specific-source receives running side by side
  * in different threads of one rank, fed by several sending threads of every
  * other rank.  (Wildcards are used, so no mpishim-env assertions here: the
- * shim must funnel these receives correctly, file 003 section 2.1.)
+ * shim must funnel these receives correctly.)
  *
  * Rank 0 has four receiving threads:
  *   any0: blocking MPI_Recv(MPI_ANY_SOURCE, TAG_ANY)

@@ -1,5 +1,5 @@
 /* Blocking calls finished at the post, and MPI_Waitall's path for arrays of
- * shim requests (issue 15): the shim's runtime tests a blocking call's host
+ * shim requests: the shim's runtime tests a blocking call's host
  * request as soon as it is posted and returns from there when the host has
  * already completed it (an eager send; a receive whose message has already
  * arrived), and MPI_Waitall of shim requests and null handles takes a path

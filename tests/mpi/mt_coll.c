@@ -13,7 +13,7 @@
  * (values depend on thread, round and rank, so a message of another thread's
  * collective, or of another round, shows up as a wrong value).
  *
- * Written for the multi-node tests (issue 17), where the threads' collectives
+ * Written for the multi-node tests, where the threads' collectives
  * cross TCP between nodes; run like every test here on one node too.
  */
 /* mpishim-env: MPISHIM_PROGRESS=vci MPISHIM_MAP=hash MPISHIM_ASSERT=no_any_tag,no_any_source */

@@ -1,4 +1,5 @@
-/* The cross Send/Recv case of file 002 (Vasile, after Balaji et al.), Fig. 1:
+/* The cross Send/Recv case (Vasile, "Multithreading MPI Communication",
+ * after Balaji et al.):
  *
  *     Process 0                      Process 1
  *     Thread 0        Thread 1       Thread 0        Thread 1
@@ -22,7 +23,7 @@
  *
  * The order in which A and B enter MPI is forced per iteration and per rank
  * (A first and B a little later, B first, or no delay), so every combination
- * of Fig. 1's "orderings of thread execution" on the two ranks is run; once
+ * of the example's "orderings of thread execution" on the two ranks is run; once
  * with 1 MiB MPI_Send (rendezvous on both hosts) and once with 64-byte
  * MPI_Ssend (synchronous whatever the eager limit).  Payload, status source,
  * tag and count are checked.  A watchdog turns a deadlock into a clear

@@ -1,5 +1,5 @@
-/* Shared progress across communicators: file 003 (Zambre et al., ICS 2020),
- * section 4.3 "Per-VCI progress" and Fig. 9 (left).  Progressing only the
+/* Shared progress across communicators (Zambre et al., ICS 2020, on
+ * per-VCI progress and its deadlock).  Progressing only the
  * VCI of the request a thread waits on deadlocks these correct programs; a
  * runtime needs some global progress (a sweep over all VCIs every so often).
  *
@@ -21,7 +21,7 @@
  * other communicator can only be matched (and acknowledged) if that call
  * also progresses the other communicator.  Per-VCI-only progress deadlocks.
  *
- * Part 2, Fig. 9 exactly (the roles alternate so both ranks play each):
+ * Part 2, the paper's case exactly (the roles alternate so both ranks play each):
  *     sender, thread 0: MPI_Ssend(comm1); MPI_Ssend(comm2)
  *     receiver, thread 0: MPI_Irecv(comm1, req1); barrier; barrier; MPI_Wait(req1)
  *     receiver, thread 1: MPI_Irecv(comm2, req2); barrier; MPI_Wait(req2); barrier
@@ -136,7 +136,7 @@ static void part1(int t, int iter)
     }
 }
 
-/* Part 2, Fig. 9: the even rank sends in even iterations, the odd rank in odd ones. */
+/* Part 2: the even rank sends in even iterations, the odd rank in odd ones. */
 static void part2(int t, int iter)
 {
     int n = words(iter);
@@ -147,7 +147,7 @@ static void part2(int t, int iter)
             ssend(0, 2, iter, 1, c1, TAG1);
             ssend(0, 2, iter, 2, c2, TAG2);
         }
-        /* thread 1 of the sender has nothing to do (Fig. 9's rank 0 is single-threaded) */
+        /* thread 1 of the sender has nothing to do (the paper's rank 0 is single-threaded) */
     } else {
         MPI_Request r;
         MPI_Status st;

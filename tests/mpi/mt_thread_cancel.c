@@ -1,4 +1,4 @@
-/* pthread_cancel of a thread blocked in MPI_Recv (issue 13, item 1).
+/* pthread_cancel of a thread blocked in MPI_Recv.
  *
  * MPI calls are not POSIX cancellation points, so a deferred cancel sent to
  * a thread blocked in MPI_Recv takes effect only at the thread's next

@@ -12,7 +12,7 @@
  * marker into its own slot of the target's marker area and Gets it back
  * after the epoch. Fence rounds and lock_all rounds (flush_all, then a
  * barrier on the thread's communicator before the owner reads) alternate.
- * Written for the multi-node tests (issue 17): rma_atomic's Fetch_and_op
+ * Written for the multi-node tests: rma_atomic's Fetch_and_op
  * loops under passive target hang the raw hosts over UCX on TCP, and
  * rma_threads takes too long there.
  */

@@ -1,6 +1,6 @@
-/* Atomicity and mutual exclusion through a split window (design brief
- * rule 5: every accumulate-type operation to one target uses one internal
- * window).
+/* Atomicity and mutual exclusion through a split window (every
+ * accumulate-type operation to one target uses one internal window, since
+ * MPI's atomicity holds within one window).
  *
  * 1. T threads x P ranks MPI_Fetch_and_op(SUM, 1) on one counter at rank 0
  *    in a lock_all epoch: the final value is exact, and the fetched values

@@ -1,5 +1,6 @@
-/* RMA-MT-style verification (file 001): T threads each Put their pattern at
- * tid * SLOT of the next rank's window while one thread synchronizes, for
+/* RMA-MT-style verification (after Dosanjh et al., "RMA-MT: A Benchmark
+ * Suite for Assessing MPI Multi-threaded RMA Performance"): T threads each
+ * Put their pattern at tid * SLOT of the next rank's window while one thread synchronizes, for
  * fence, PSCW, lock and lock_all (flush after every operation, then a Get of
  * what was put), with windows from MPI_Win_create and MPI_Win_allocate, and
  * with one window per thread synchronized by its own thread. After every

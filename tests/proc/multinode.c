@@ -1,4 +1,4 @@
-/* Helper program of the multi-node tests (tests/multinode.sh, issue 17).
+/* Helper program of the multi-node tests (tests/multinode.sh).
  *
  *   multinode names EXPECTED_NODES
  *       Every rank reports its MPI_Get_processor_name, whether the shim is

@@ -1,5 +1,5 @@
 /* mpishim stress test: randomised multithreaded MPI traffic, every payload
- * checked (issue 13 section 5; run by tests/stress/run.sh, `make stress`).
+ * checked (run by tests/stress/run.sh, `make stress`).
  *
  *   stress [seconds]        (default 10)
  *
