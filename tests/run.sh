@@ -318,6 +318,36 @@ mpirun_flags() { # host-specific flags to run as root, oversubscribed
 variant=${TEST_VARIANT:-}
 multinode=${TEST_MULTINODE:-auto}
 case $multinode in auto|0|only) ;; *) echo "run.sh: TEST_MULTINODE=$multinode: auto, 0 or only"; echo "0 passed, 1 failed"; exit 1 ;; esac
+# ---------------------------------------------------------------- the manifest
+# tests/mpi/testlist says how each MPI test runs (its header has the keys).
+declare -A t_threads t_env t_notsan t_timeout
+default_timeout=$timeout_s
+manifest=$top/tests/mpi/testlist
+manifest_errors=()
+while read -r tname key value; do
+    case $tname in ''|'#'*) continue ;; esac
+    [ -f "$top/tests/mpi/$tname.c" ] || { manifest_errors+=("$tname: no tests/mpi/$tname.c"); continue; }
+    case $key in
+        threads) case $value in multiple|any) t_threads[$tname]=$value ;;
+                     *) manifest_errors+=("$tname: threads '$value' (multiple or any)") ;; esac ;;
+        env) t_env[$tname]+="$value"$'\n' ;;
+        link) [ "$value" = shim ] || manifest_errors+=("$tname: link '$value' (shim)") ;;
+        no-tsan) t_notsan[$tname]=$value ;;
+        no-tsan\[*\]) h=${key#no-tsan[}; t_notsan[$tname@${h%]}]=$value ;;
+        timeout) [[ $value =~ ^[0-9]+$ ]] && t_timeout[$tname]=$value ||
+                     manifest_errors+=("$tname: timeout '$value' (seconds)") ;;
+        *) manifest_errors+=("$tname: unknown key '$key'") ;;
+    esac
+done < "$manifest"
+for src in "$top"/tests/mpi/*.c; do
+    tname=$(basename "$src" .c)
+    [ -n "${t_threads[$tname]:-}" ] || manifest_errors+=("$tname: no 'threads' line")
+done
+if [ ${#manifest_errors[@]} -gt 0 ]; then
+    printf 'tests/mpi/testlist: %s\n' "${manifest_errors[@]}"
+    run_case "tests/mpi/testlist is well formed" expect_ok false
+fi
+
 # ---------------------------------------------------------------- unit tests
 # For every host: each build compiles them against its own mpi.h (handle
 # types, MPI_ANY_SOURCE and friends differ between hosts).
@@ -353,11 +383,11 @@ for host in "${hosts[@]}"; do
     for t in "$hb"/tests/mpi/*; do
         [ -f "$t" ] && [ -x "$t" ] || continue
         name=$(basename "$t")
-        # A test whose source says "mpishim-no-tsan: why" (or, for one host,
-        # "mpishim-no-tsan[openmpi]: why") is not run under ThreadSanitizer
-        # (counted as skipped, the reason printed).
-        why_not=$(sed -n -e "s|.*/\\* mpishim-no-tsan\\[$host\\]: \\(.*\\) \\*/.*|\\1|p" \
-                         -e 's|.*/\* mpishim-no-tsan: \(.*\) \*/.*|\1|p' "$top/tests/mpi/$name.c" | head -n 1)
+        if [ -z "${t_threads[$name]:-}" ]; then
+            run_case "$host $name is listed in tests/mpi/testlist" expect_ok false
+            continue
+        fi
+        why_not=${t_notsan[$name@$host]:-${t_notsan[$name]:-}}
         if [ "$variant" = tsan ] && [ -n "$why_not" ]; then
             if [ -z "$filter" ] || grep -qE -- "$filter" <<< "$host $name"; then
                 skipped=$((skipped + 1))
@@ -365,6 +395,7 @@ for host in "${hosts[@]}"; do
             fi
             continue
         fi
+        timeout_s=${t_timeout[$name]:-$default_timeout}
         # With MPI_THREAD_MULTIPLE the runtime handles every call; with a
         # lower level the shim forwards; DISABLE makes it a pure pass-through.
         # MPISHIM_SOLO=0: a program whose threads never overlap would
@@ -377,14 +408,14 @@ for host in "${hosts[@]}"; do
         run_case "$host $name np2 shim, solo fast path" expect_ok \
             env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 \
             "${launch[@]}" -np 2 "$t"
-        if ! grep -q 'MPI_THREAD_MULTIPLE' "$top/tests/mpi/$name.c"; then
+        if [ "${t_threads[$name]}" = any ]; then
             run_case "$host $name np2 shim, single-threaded program" expect_ok \
                 env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=single TEST_EXPECT_RUNTIME=0 \
                 "${launch[@]}" -np 2 "$t"
         fi
         run_case "$host $name np2 MPISHIM_DISABLE=1" expect_ok \
             env TEST_EXPECT_SHIM=disabled TEST_EXPECT_RUNTIME=0 MPISHIM_DISABLE=1 "${launch[@]}" -np 2 "$t"
-        # Extra configurations a test asks for: /* mpishim-env: VAR=VAL ... */
+        # The extra configurations the manifest lists for this test.
         while read -r cfg; do
             [ -n "$cfg" ] || continue
             for np in 2 4; do
@@ -392,7 +423,8 @@ for host in "${hosts[@]}"; do
                     env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_SOLO=0 $cfg \
                     "${launch[@]}" -np $np "$t"
             done
-        done < <(sed -n 's|.*/\* mpishim-env: \(.*\) \*/.*|\1|p' "$top/tests/mpi/$name.c")
+        done <<< "${t_env[$name]:-}"
+        timeout_s=$default_timeout
     done
 
     # The TSan settings of check-tsan must not hide races in instrumented

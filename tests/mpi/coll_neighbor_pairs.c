@@ -25,7 +25,6 @@
  * MPICH 4.0.2: Neighbor_alltoall reverses them), the same in both of the
  * host's forms, so the shim must not reorder them: its blocking call must
  * give what the host's own nonblocking call gives. */
-/* mpishim-env: MPISHIM_COLL=host */
 #include "testutil.h"
 
 #define MAXD 2

@@ -20,7 +20,6 @@
  * Every receive buffer starts filled with a sentinel: zero bytes received
  * must leave it untouched. An MPI_Allreduce with data after each case shows
  * the communicator still works. */
-/* mpishim-env: MPISHIM_COLL=host */
 #include "testutil.h"
 
 #define SENTINEL 0x5a5a5a5a

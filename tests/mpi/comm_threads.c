@@ -16,7 +16,6 @@
  */
 #include "testutil.h"
 
-/* mpishim-env: MPISHIM_MAP=tag MPISHIM_ASSERT=no_any_tag MPISHIM_NUM_VCIS=2 */
 
 #include <pthread.h>
 

@@ -3,7 +3,6 @@
  * works), must not turn a returned error into an abort, and must invoke a
  * user-defined error handler with the communicator the user passed.
  * The classes asserted are the ones the MPI standard prescribes. */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
 #include "testutil.h"
 
 #include <limits.h>

@@ -1,6 +1,6 @@
 /* MPI_ANY_SOURCE receives and specific-source receives running side by side
  * in different threads of one rank, fed by several sending threads of every
- * other rank.  (Wildcards are used, so no mpishim-env assertions here: the
+ * other rank.  (Wildcards are used, so no assertions in testlist here: the
  * shim must funnel these receives correctly.)
  *
  * Rank 0 has four receiving threads:

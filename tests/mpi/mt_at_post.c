@@ -30,8 +30,6 @@
 #define LEN 4
 #define SENTINEL 0x5e17e1
 
-/* mpishim-env: MPISHIM_PROGRESS=vci */
-/* mpishim-env: MPISHIM_WAIT=block */
 
 static int rank, size, peer, sender;
 

@@ -16,8 +16,6 @@
  * Written for the multi-node tests, where the threads' collectives
  * cross TCP between nodes; run like every test here on one node too.
  */
-/* mpishim-env: MPISHIM_PROGRESS=vci MPISHIM_MAP=hash MPISHIM_ASSERT=no_any_tag,no_any_source */
-/* mpishim-env: MPISHIM_COLL=host */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -29,12 +29,6 @@
  * tag and count are checked.  A watchdog turns a deadlock into a clear
  * failure naming the iteration instead of a runner timeout.
  */
-/* mpishim-env: MPISHIM_WAIT=block */
-/* mpishim-env: MPISHIM_WAIT=spin */
-/* mpishim-env: MPISHIM_HOST_THREAD=serialized */
-/* mpishim-env: MPISHIM_PROGRESS=vci */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
-/* mpishim-env: MPISHIM_PROGRESS=offload */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -16,8 +16,6 @@
  * NT threads each send one message to their own process, then return; the
  * main thread receives all of them, finalizes at once, and joins the
  * threads only after MPI_Finalize. Passes when no rank crashes. */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
-/* mpishim-no-tsan: the program races its threads' last calls with MPI_Finalize on purpose (erroneous, see above) */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -36,10 +36,6 @@
  * shim active a true one is reported by MPI_Comm_get_info, and any other
  * value is ignored with one warning line on rank 0.
  */
-/* mpishim-env: MPISHIM_ASSERT=no_any_tag */
-/* mpishim-env: MPISHIM_ASSERT=no_any_source */
-/* mpishim-env: MPISHIM_ASSERT=no_any_tag,no_any_source MPISHIM_MAP=hash */
-/* mpishim-env: MPISHIM_ASSERT=no_any_tag,no_any_source MPISHIM_SOLO=1 */
 #include "testutil.h"
 
 #include <ctype.h>

@@ -27,12 +27,6 @@
  * carrying mpi_assert_no_any_tag and mpi_assert_no_any_source, where the
  * shim may hash (tag, peer) to spread the traffic.
  */
-/* mpishim-env: MPISHIM_MAP=tag MPISHIM_ASSERT=no_any_tag */
-/* mpishim-env: MPISHIM_MAP=peer MPISHIM_ASSERT=no_any_source */
-/* mpishim-env: MPISHIM_MAP=hash MPISHIM_ASSERT=no_any_tag,no_any_source */
-/* mpishim-env: MPISHIM_MAP=comm MPISHIM_PROGRESS=vci */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
-/* mpishim-env: MPISHIM_PROGRESS=offload */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -20,8 +20,6 @@
  * the receive's status against the probe's, message handles become
  * MPI_MESSAGE_NULL, and every payload word is checked.
  */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
-/* mpishim-env: MPISHIM_PROGRESS=offload */
 #include "testutil.h"
 
 #include <pthread.h>

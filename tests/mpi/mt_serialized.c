@@ -20,9 +20,6 @@
  *     parity so that it cannot deadlock.
  * Every result, payload, status source/tag/count is checked.
  */
-/* mpishim-env: MPISHIM_HOST_THREAD=serialized */
-/* mpishim-env: MPISHIM_HOST_THREAD=serialized MPISHIM_WAIT=block */
-/* mpishim-env: MPISHIM_PROGRESS=vci */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -32,8 +32,6 @@
  * is either one int or 256 KiB (rendezvous).  Payload, source, tag and count
  * are checked; a watchdog names the part and iteration of a deadlock.
  */
-/* mpishim-env: MPISHIM_PROGRESS=vci MPISHIM_NUM_VCIS=2 */
-/* mpishim-env: MPISHIM_PROGRESS=vci MPISHIM_NUM_VCIS=4 MPISHIM_WAIT=block */
 #include "testutil.h"
 
 #include <pthread.h>

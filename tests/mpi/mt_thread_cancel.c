@@ -22,9 +22,6 @@
  * (below): so the program first makes two threads overlap in MPI until the
  * shim reports the runtime in charge (mpishim_solo() == 0), and only then
  * cancels. */
-/* mpishim-env: MPISHIM_WAIT=block */
-/* mpishim-env: MPISHIM_PROGRESS=thread */
-/* mpishim-env: MPISHIM_PROGRESS=vci MPISHIM_WAIT=block */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -19,9 +19,6 @@
 
 #include <stdint.h>
 
-/* mpishim-env: MPISHIM_PROGRESS=vci */
-/* mpishim-env: MPISHIM_PROGRESS=thread */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
 
 static int rank, size, left, right;
 static int calls, last_code;

@@ -28,8 +28,6 @@
 
 #include <stdint.h>
 
-/* mpishim-env: MPISHIM_PROGRESS=vci */
-/* mpishim-env: MPISHIM_PROGRESS=thread */
 
 #define SENTINEL 0x5e17e1 /* no error code of either host */
 

@@ -37,8 +37,6 @@
  *    contradiction) makes it erroneous, and an erroneous program is no
  *    test.  The smallest legal value, 1, is part of the layouts above.
  */
-/* mpishim-env: MPISHIM_PART=native */
-/* mpishim-env: MPISHIM_PART_MIN_BYTES=4096 */
 #include "testutil.h"
 #include "mpishim.h"
 

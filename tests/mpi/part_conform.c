@@ -30,7 +30,6 @@
  *
  * Ranks pair up (0<->1, 2<->3; an odd last rank sits out).
  */
-/* mpishim-env: MPISHIM_PART_MIN_BYTES=200 */
 #include "testutil.h"
 #include "mpishim.h"
 

@@ -33,7 +33,6 @@
  *    token that the peer sends only after its partitioned send completed:
  *    the unrelated blocking call has to move the partitioned receive on.
  */
-/* mpishim-env: MPISHIM_PART_MIN_BYTES=4096 */
 #include "testutil.h"
 #include "mpishim.h"
 

@@ -32,7 +32,6 @@
  * status.  At the end MPI_Request_free on the inactive partitioned
  * requests.
  */
-/* mpishim-env: MPISHIM_PART_MIN_BYTES=4096 */
 #include "testutil.h"
 #include "mpishim.h"
 

@@ -22,9 +22,6 @@
  * odd rounds), checks the status and the whole buffer again, guard zone
  * included.  The receive buffer is reset to a sentinel before each start.
  */
-/* mpishim-env: MPISHIM_PART_MIN_BYTES=4096 */
-/* mpishim-env: MPISHIM_PROGRESS=combine */
-/* mpishim-env: MPISHIM_PROGRESS=offload */
 #include "testutil.h"
 #include "mpishim.h"
 

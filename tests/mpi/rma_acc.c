@@ -16,7 +16,6 @@
  * loops under passive target hang the raw hosts over UCX on TCP, and
  * rma_threads takes too long there.
  */
-/* mpishim-env: MPISHIM_WIN_K=4 */
 #include "testutil.h"
 
 #include <pthread.h>

@@ -15,8 +15,6 @@
  *    rules and bounds): a value the variable refuses is ignored with one
  *    warning line on rank 0, an accepted one with none, and the window works
  *    either way (read by the runtime only: no line without it). */
-/* mpishim-env: MPISHIM_WIN_K=4 */
-/* mpishim-env: MPISHIM_WIN_K=4 MPISHIM_HOST_THREAD=serialized */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

@@ -11,8 +11,6 @@
  * 3. Exclusive lock mutual exclusion across ranks: a non-atomic
  *    get-increment-put of a counter under MPI_Win_lock(EXCLUSIVE) from
  *    every rank loses no update. */
-/* mpishim-env: MPISHIM_WIN_K=4 */
-/* mpishim-env: MPISHIM_WIN_K=4 MPISHIM_WIN_ROUTE=thread */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>

@@ -8,7 +8,6 @@
  * returns with the Get unfinished (measured: 31 to 40 of 40 Gets). The shim
  * makes flush_local a flush on that host (MPISHIM_WIN_FLUSH_LOCAL, src/vci/
  * win.h); without the shim the test reports the known host deviation. */
-/* mpishim-env: MPISHIM_WIN_K=4 */
 #include <stdlib.h>
 #include <string.h>
 

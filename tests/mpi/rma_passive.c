@@ -10,7 +10,6 @@
  *    threads Put into the next rank's buffer in a lock_all epoch; then every
  *    rank detaches, attaches a second buffer and the round is repeated: the
  *    first buffer is untouched by the second round. */
-/* mpishim-env: MPISHIM_WIN_K=4 */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>

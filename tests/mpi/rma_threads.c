@@ -9,8 +9,6 @@
  *
  * Every rank is origin (for rank + 1) and target (of rank - 1). Extra runs:
  * K forced above 1 for allocated windows too, and routing by thread. */
-/* mpishim-env: MPISHIM_WIN_K=4 */
-/* mpishim-env: MPISHIM_WIN_K=3 MPISHIM_WIN_ROUTE=thread */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
