@@ -1,0 +1,241 @@
+/* The MPI-4 large-count point-to-point calls (MPI_Send_c, MPI_Recv_c, ...).
+ *
+ * The shim's engine takes int counts, so these go to the host's own
+ * large-count calls, but on the route the int-count calls with the same
+ * communicator, peer and tag take: a message sent by either kind must meet
+ * a receive of either kind, and two messages of one sender and tag must
+ * not overtake each other (under a spreading map the route is one of the
+ * communicator's internal duplicates). Queued posts are drained first, for
+ * the same reason. Blocking calls are the nonblocking call plus
+ * msh_host_wait, so that no thread blocks inside the host (with a
+ * serialized host, one blocked there would hold the host lock).
+ * Requests are the host's; the completion calls take them as they are. */
+#include <stdlib.h>
+
+#include "intercept/passthru.h"
+#include "intercept/shim.h"
+#include "intercept/status.h"
+
+#if MPI_VERSION >= 4
+
+typedef enum { C_SEND, C_SSEND, C_BSEND, C_RSEND } c_mode;
+
+static int host_isend_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm c,
+                        MPI_Request *req)
+{
+    switch (m) {
+    case C_SSEND: return PMPI_Issend_c(buf, count, dt, dest, tag, c, req);
+    case C_BSEND: return PMPI_Ibsend_c(buf, count, dt, dest, tag, c, req);
+    case C_RSEND: return PMPI_Irsend_c(buf, count, dt, dest, tag, c, req);
+    default:      return PMPI_Isend_c(buf, count, dt, dest, tag, c, req);
+    }
+}
+
+static int host_send_init_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
+                            MPI_Comm c, MPI_Request *req)
+{
+    switch (m) {
+    case C_SSEND: return PMPI_Ssend_init_c(buf, count, dt, dest, tag, c, req);
+    case C_BSEND: return PMPI_Bsend_init_c(buf, count, dt, dest, tag, c, req);
+    case C_RSEND: return PMPI_Rsend_init_c(buf, count, dt, dest, tag, c, req);
+    default:      return PMPI_Send_init_c(buf, count, dt, dest, tag, c, req);
+    }
+}
+
+/* A send's route communicator, with queued posts drained. */
+static MPI_Comm send_comm(MPI_Comm comm, int dest, int tag)
+{
+    if (MSH_UNLIKELY(msh_queue_on))
+        msh_queue_drain_all();
+    return msh_send_route_comm(comm, dest, tag);
+}
+
+/* A receive's route communicator, after refusing a wildcard the
+ * communicator's assertions rule out. */
+static int recv_comm(MPI_Comm comm, int source, int tag, MPI_Comm *c)
+{
+    msh_route rt;
+    int rc = msh_recv_route(comm, source, tag, &rt, NULL);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (MSH_UNLIKELY(msh_queue_on))
+        msh_queue_drain_all();
+    *c = rt.comm;
+    return MPI_SUCCESS;
+}
+
+static int isend_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+                   MPI_Request *req)
+{
+    MPI_Comm c = send_comm(comm, dest, tag);
+    int locked = msh_host_enter();
+    int rc = host_isend_c(m, buf, count, dt, dest, tag, c, req);
+    msh_host_exit(locked);
+    return rc;
+}
+
+static int send_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+{
+    MPI_Request q;
+    int rc = isend_c(m, buf, count, dt, dest, tag, comm, &q);
+    return rc == MPI_SUCCESS ? msh_host_wait(&q, MPI_STATUS_IGNORE) : rc;
+}
+
+static int send_init_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
+                       MPI_Comm comm, MPI_Request *req)
+{
+    MPI_Comm c = send_comm(comm, dest, tag);
+    int locked = msh_host_enter();
+    int rc = host_send_init_c(m, buf, count, dt, dest, tag, c, req);
+    msh_host_exit(locked);
+    return rc;
+}
+
+#define SEND_C_WRAPPERS(NAME, INAME, MODE)                                                                      \
+    MSH_EXPORT int MPI_##NAME##_c(const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,          \
+                                  MPI_Comm comm)                                                                \
+    {                                                                                                           \
+        if (!msh_on())                                                                                          \
+            return PMPI_##NAME##_c(buf, count, dt, dest, tag, comm);                                            \
+        return send_c(MODE, buf, count, dt, dest, tag, comm);                                                   \
+    }                                                                                                           \
+    MSH_EXPORT int MPI_##INAME##_c(const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,         \
+                                   MPI_Comm comm, MPI_Request *req)                                             \
+    {                                                                                                           \
+        if (!msh_on())                                                                                          \
+            return PMPI_##INAME##_c(buf, count, dt, dest, tag, comm, req);                                      \
+        return isend_c(MODE, buf, count, dt, dest, tag, comm, req);                                             \
+    }                                                                                                           \
+    MSH_EXPORT int MPI_##NAME##_init_c(const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,     \
+                                       MPI_Comm comm, MPI_Request *req)                                         \
+    {                                                                                                           \
+        if (!msh_on())                                                                                          \
+            return PMPI_##NAME##_init_c(buf, count, dt, dest, tag, comm, req);                                  \
+        return send_init_c(MODE, buf, count, dt, dest, tag, comm, req);                                         \
+    }
+
+SEND_C_WRAPPERS(Send, Isend, C_SEND)
+SEND_C_WRAPPERS(Ssend, Issend, C_SSEND)
+SEND_C_WRAPPERS(Bsend, Ibsend, C_BSEND)
+SEND_C_WRAPPERS(Rsend, Irsend, C_RSEND)
+
+MSH_EXPORT int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                           MPI_Request *req)
+{
+    if (!msh_on())
+        return PMPI_Irecv_c(buf, count, dt, source, tag, comm, req);
+    MPI_Comm c;
+    int rc = recv_comm(comm, source, tag, &c);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int locked = msh_host_enter();
+    rc = PMPI_Irecv_c(buf, count, dt, source, tag, c, req);
+    msh_host_exit(locked);
+    return rc;
+}
+
+static int recv_c_call(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                       MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Recv_c(buf, count, dt, source, tag, comm, status);
+    MPI_Request q;
+    int rc = MPI_Irecv_c(buf, count, dt, source, tag, comm, &q);
+    return rc == MPI_SUCCESS ? msh_host_wait(&q, status) : rc;
+}
+
+MSH_EXPORT int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                          MPI_Status *status)
+{
+    return msh_status_fix(recv_c_call(buf, count, dt, source, tag, comm, status), status);
+}
+
+MSH_EXPORT int MPI_Recv_init_c(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                               MPI_Request *req)
+{
+    if (!msh_on())
+        return PMPI_Recv_init_c(buf, count, dt, source, tag, comm, req);
+    MPI_Comm c;
+    int rc = recv_comm(comm, source, tag, &c);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int locked = msh_host_enter();
+    rc = PMPI_Recv_init_c(buf, count, dt, source, tag, c, req);
+    msh_host_exit(locked);
+    return rc;
+}
+
+/* The receive first, so that a send to this process itself finds it; one
+ * wait each (see fwd_sendrecv in p2p.c for why not the host's Waitall). */
+static int sendrecv_c_call(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                           void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                           MPI_Comm comm, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Sendrecv_c(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                               recvtag, comm, status);
+    MPI_Request q[2];
+    MPI_Status st;
+    int rc = MPI_Irecv_c(recvbuf, recvcount, recvtype, source, recvtag, comm, &q[0]);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = isend_c(C_SEND, sendbuf, sendcount, sendtype, dest, sendtag, comm, &q[1]);
+    if (rc != MPI_SUCCESS) {
+        int locked = msh_host_enter();
+        PMPI_Cancel(&q[0]);
+        msh_host_exit(locked);
+        msh_host_wait(&q[0], MPI_STATUS_IGNORE);
+        return rc;
+    }
+    int rs = msh_host_wait(&q[1], MPI_STATUS_IGNORE);
+    rc = msh_host_wait(&q[0], &st);
+    if (rs != MPI_SUCCESS)
+        rc = rs;
+    msh_status_out(status, &st); /* MPI_ERROR untouched, as the host's Sendrecv */
+    return rc;
+}
+
+MSH_EXPORT int MPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest,
+                              int sendtag, void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source,
+                              int recvtag, MPI_Comm comm, MPI_Status *status)
+{
+    return msh_status_fix(sendrecv_c_call(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount,
+                                          recvtype, source, recvtag, comm, status),
+                          status);
+}
+
+/* Pack the outgoing data first, so the receive can land in buf (as the
+ * int-count MPI_Sendrecv_replace does). */
+static int sendrecv_replace_c_call(void *buf, MPI_Count count, MPI_Datatype dt, int dest, int sendtag, int source,
+                                   int recvtag, MPI_Comm comm, MPI_Status *status)
+{
+    if (!msh_on())
+        return PMPI_Sendrecv_replace_c(buf, count, dt, dest, sendtag, source, recvtag, comm, status);
+    MPI_Count size = 0, pos = 0;
+    int rc;
+    if ((rc = PMPI_Pack_size_c(count, dt, comm, &size)) != MPI_SUCCESS)
+        return rc;
+    void *tmp = malloc(size > 0 ? (size_t)size : 1);
+    if (!tmp)
+        return msh_comm_error(comm, MPI_ERR_NO_MEM);
+    if ((rc = PMPI_Pack_c(buf, count, dt, tmp, size, &pos, comm)) != MPI_SUCCESS) {
+        free(tmp);
+        return rc;
+    }
+    rc = sendrecv_c_call(tmp, pos, MPI_PACKED, dest, sendtag, buf, count, dt, source, recvtag, comm, status);
+    free(tmp);
+#if defined(MPICH)
+    if (rc == MPI_SUCCESS && status != MPI_STATUS_IGNORE)
+        status->MPI_ERROR = MPI_SUCCESS;
+#endif
+    return rc;
+}
+
+MSH_EXPORT int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype dt, int dest, int sendtag,
+                                      int source, int recvtag, MPI_Comm comm, MPI_Status *status)
+{
+    return msh_status_fix(sendrecv_replace_c_call(buf, count, dt, dest, sendtag, source, recvtag, comm, status),
+                          status);
+}
+
+#endif

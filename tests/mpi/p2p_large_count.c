@@ -1,0 +1,143 @@
+/* The MPI-4 large-count point-to-point calls (MPI_Send_c, MPI_Recv_c, ...)
+ * mixed with the int-count ones on one communicator: a message sent by
+ * either kind matches a receive of either kind, and two messages from one
+ * sender with one tag arrive in the order sent whatever calls sent them
+ * (non-overtaking). Under the shim's spreading maps (testlist: MAP=tag with
+ * the no_any_tag assertion) every call must take the route its
+ * communicator, peer and tag map to, or messages of one kind never meet
+ * receives of the other. Counts are checked with MPI_Get_count(_c).
+ * Two ranks take part: 0 sends, 1 receives. A host below MPI 4.0 has none
+ * of these calls: SKIP. */
+#include "testutil.h"
+
+#if MPI_VERSION >= 4
+
+#define N 4
+
+static int rank;
+
+static void fill(int *b, int v)
+{
+    for (int i = 0; i < N; i++)
+        b[i] = v * 100 + i;
+}
+
+static void expect(const int *b, int v, const MPI_Status *st, int tag, const char *what)
+{
+    MPI_Count c = -1;
+    CHECK_MPI(MPI_Get_count_c(st, MPI_INT, &c));
+    CHECK(c == N, "%s: count %lld, expected %d", what, (long long)c, N);
+    CHECK(st->MPI_SOURCE == 0 && st->MPI_TAG == tag, "%s: source %d tag %d", what, st->MPI_SOURCE, st->MPI_TAG);
+    for (int i = 0; i < N; i++)
+        CHECK(b[i] == v * 100 + i, "%s: element %d is %d, expected %d", what, i, b[i], v * 100 + i);
+}
+
+/* Case k: the sender's call and the receiver's call, by number. */
+static void one_case(int k, MPI_Comm comm)
+{
+    int b[N], b2[N];
+    int tag = 1 + k;
+    MPI_Request q;
+    MPI_Status st;
+    test_step = "case";
+    if (rank == 0) {
+        fill(b, k);
+        switch (k) {
+        case 0: CHECK_MPI(MPI_Send_c(b, N, MPI_INT, 1, tag, comm)); break;
+        case 1: CHECK_MPI(MPI_Send(b, N, MPI_INT, 1, tag, comm)); break;
+        case 2:
+            CHECK_MPI(MPI_Isend_c(b, N, MPI_INT, 1, tag, comm, &q));
+            CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            break;
+        case 3: CHECK_MPI(MPI_Ssend_c(b, N, MPI_INT, 1, tag, comm)); break;
+        case 4:
+            CHECK_MPI(MPI_Send_init_c(b, N, MPI_INT, 1, tag, comm, &q));
+            CHECK_MPI(MPI_Start(&q));
+            CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            CHECK_MPI(MPI_Request_free(&q));
+            break;
+        case 5: /* two messages, large-count first: order kept */
+            CHECK_MPI(MPI_Send_c(b, N, MPI_INT, 1, tag, comm));
+            fill(b2, k + 50);
+            CHECK_MPI(MPI_Send(b2, N, MPI_INT, 1, tag, comm));
+            break;
+        case 6: /* and int-count first */
+            CHECK_MPI(MPI_Isend(b, N, MPI_INT, 1, tag, comm, &q));
+            fill(b2, k + 50);
+            CHECK_MPI(MPI_Send_c(b2, N, MPI_INT, 1, tag, comm));
+            CHECK_MPI(MPI_Wait(&q, MPI_STATUS_IGNORE));
+            break;
+        case 7:
+            CHECK_MPI(MPI_Sendrecv_c(b, N, MPI_INT, 1, tag, NULL, 0, MPI_INT, MPI_PROC_NULL, 0, comm,
+                                     MPI_STATUS_IGNORE));
+            break;
+        default: CHECK_MPI(MPI_Send(b, N, MPI_INT, 1, tag, comm)); break;
+        }
+        return;
+    }
+    memset(b, 0, sizeof b);
+    switch (k) {
+    case 0: CHECK_MPI(MPI_Recv(b, N, MPI_INT, 0, tag, comm, &st)); break;
+    case 1: CHECK_MPI(MPI_Recv_c(b, N, MPI_INT, 0, tag, comm, &st)); break;
+    case 2: CHECK_MPI(MPI_Recv(b, N, MPI_INT, 0, tag, comm, &st)); break;
+    case 3:
+        CHECK_MPI(MPI_Irecv_c(b, N, MPI_INT, 0, tag, comm, &q));
+        CHECK_MPI(MPI_Wait(&q, &st));
+        break;
+    case 4:
+        CHECK_MPI(MPI_Recv_init_c(b, N, MPI_INT, 0, tag, comm, &q));
+        CHECK_MPI(MPI_Start(&q));
+        CHECK_MPI(MPI_Wait(&q, &st));
+        CHECK_MPI(MPI_Request_free(&q));
+        break;
+    case 5:
+    case 6:
+        CHECK_MPI(MPI_Recv_c(b, N, MPI_INT, 0, tag, comm, &st));
+        expect(b, k, &st, tag, "first of two");
+        CHECK_MPI(MPI_Recv(b, N, MPI_INT, 0, tag, comm, &st));
+        k += 50;
+        break;
+    case 7:
+        CHECK_MPI(MPI_Sendrecv_c(NULL, 0, MPI_INT, MPI_PROC_NULL, 0, b, N, MPI_INT, 0, tag, comm, &st));
+        break;
+    default: {
+        MPI_Message m;
+        CHECK_MPI(MPI_Mprobe(0, tag, comm, &m, &st));
+        CHECK_MPI(MPI_Mrecv_c(b, N, MPI_INT, &m, &st));
+        break;
+    }
+    }
+    expect(b, k, &st, tag, "received");
+}
+
+int main(int argc, char **argv)
+{
+    int size;
+    test_init(&argc, &argv, MPI_THREAD_SINGLE);
+    test_watchdog("p2p_large_count", 60);
+    test_rank_size(MPI_COMM_WORLD, &rank, &size);
+    MPI_Comm comm;
+    CHECK_MPI(MPI_Comm_dup(MPI_COMM_WORLD, &comm));
+    if (size >= 2 && rank < 2)
+        for (int k = 0; k < 9; k++)
+            one_case(k, comm);
+    CHECK_MPI(MPI_Comm_free(&comm));
+    test_finish("p2p_large_count");
+    return 0;
+}
+
+#else
+
+int main(int argc, char **argv)
+{
+    int rank;
+    MPI_Init(&argc, &argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (rank == 0)
+        printf("SKIP p2p_large_count: the host implements MPI %d.%d, without large-count calls\n", MPI_VERSION,
+               MPI_SUBVERSION);
+    MPI_Finalize();
+    return 0;
+}
+
+#endif
