@@ -9,6 +9,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/topo.h"
+#include "intercept/isendrecv.h"
 #include "intercept/shim.h"
 #include "intercept/status.h"
 #include "vci/win.h"
@@ -101,6 +102,9 @@ static void after_host_init(int requested, int host_provided, int *provided)
      * runtime off too): before the runtime's progress thread can read it. */
     msh_sync_set_upper(&(msh_sync_upper){ .sweep = msh_part_sweep, .sweep_wanted = &msh_part_nsetup });
     msh_req_ops_register(MSH_KIND_PART, &msh_part_req_ops);
+#if MPI_VERSION >= 4
+    msh_req_ops_register(MSH_KIND_PAIR, &msh_pair_req_ops);
+#endif
     msh_rt.thread_requested = requested;
     msh_rt.thread_provided = host_provided;
     PMPI_Comm_rank(MPI_COMM_WORLD, &msh_rt.world_rank);

@@ -66,7 +66,7 @@ __attribute__((format(printf, 2, 3))) static void line(text *t, const char *fmt,
 
 static const char *kind_name(int k)
 {
-    static const char *const names[] = { "send", "recv", "coll", "psend", "precv", "part" };
+    static const char *const names[] = { "send", "recv", "coll", "psend", "precv", "part", "sendrecv" };
     return k >= 0 && k < (int)(sizeof names / sizeof names[0]) ? names[k] : "?";
 }
 
