@@ -34,8 +34,12 @@ are enough) of the library holding the host's mpi_f08 procedures.
 """
 import argparse
 import bisect
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calls  # noqa: E402  (the call-class table, beside this script)
 
 # Arguments in Fortran order (the C call takes the same order), name:kind.
 # Kinds: buf (choice buffer), int (INTEGER value), int_array (INTEGER array
@@ -142,7 +146,7 @@ OUT = {"request": ("MPI_Request", "MPI_REQUEST_NULL", "MPI_Request_f2c", "MPI_Re
 
 def parse_calls(text):
     """[(call, args, shim_provides)]"""
-    calls = []
+    out = []
     for line in text.strip().splitlines():
         words = line.split()
         own = words[0].endswith("+")
@@ -152,8 +156,14 @@ def parse_calls(text):
             name, kind = w.split(":")
             m = re.fullmatch(r"(\w+)(?:\((\w+)(?:,(\w+))?\))?", kind)
             args.append((name, m.group(1), m.group(2), m.group(3)))
-        calls.append((words[0], args, own))
-    return calls
+        out.append((words[0], args, own))
+    # A Fortran wrapper exists because the shim treats the call specially in
+    # C: the call-class table must say how.
+    unclassed = [c for c, _, _ in out if calls.class_of("MPI_" + c) in (None, "pass")]
+    if unclassed:
+        raise SystemExit("fwrapgen: tools/calls.py classes none of %s, which get Fortran wrappers" %
+                         ", ".join(unclassed))
+    return out
 
 
 # How one flavour of Fortran entry represents its sentinels and IERROR:

@@ -7,18 +7,26 @@ Instead of writing them by hand (and missing some), this script reads the
 host's preprocessed mpi.h, keeps every MPI_X whose PMPI_X is both declared
 and exported by the host library, drops the ones mpishim implements by hand
 (found with nm in the hand-written objects), and writes one C file.
-The generator stays declarative: it sorts each call into a class (plain
-pass-through, blocking collective run as its nonblocking twin, RMA call
-routed to an internal window) and fills in that class's template; what a
-class does (serializing the host, the solo path, routing, error handlers)
-is C in src/intercept/wrap.h and passthru.h.
+The generator stays declarative: each call's class comes from the call-class
+table (tools/calls.py: plain pass-through, blocking collective run as its
+nonblocking twin, RMA call routed to an internal window, or implemented by
+hand in src/) and it fills in that class's template; what a class does
+(serializing the host, the solo path, routing, error handlers) is C in
+src/intercept/wrap.h and passthru.h. It fails, rather than pass a call
+through, when the table and the host disagree: a hand-written class missing
+from src/, a collective without a matching nonblocking twin, or a call that
+looks like a blocking collective but is not in the table.
 
 Usage: wrapgen.py --decls mpi.i --host-syms syms.txt --hand hand.txt
                   --out wrappers.c [--list wrapped.txt]
 """
 import argparse
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import calls  # noqa: E402  (the call-class table, beside this script)
 
 KEYWORDS = {"const", "volatile", "restrict", "unsigned", "signed", "int", "char", "long",
             "short", "double", "float", "void", "struct", "enum", "union", "_Bool"}
@@ -153,18 +161,12 @@ def nonblocking_twin(decls, host, n):
     return twin
 
 
-# One-sided communication calls, routed to one of a window's internal windows
-# (src/vci/win.h): data movement by target or thread, accumulate-type calls
-# always by target so that all of them to one target share a window.
-RMA_DATA = {"Put", "Get", "Rput", "Rget"}
-RMA_ACC = {"Accumulate", "Get_accumulate", "Fetch_and_op", "Compare_and_swap", "Raccumulate",
-           "Rget_accumulate"}
-
-
+# One-sided communication calls are routed to one of a window's internal
+# windows (src/vci/win.h): data movement by target or thread, accumulate-type
+# calls always by target so that all of them to one target share a window.
 def rma_class(n):
-    short = n[4:]
-    base = short[:-2] if short.endswith("_c") else short
-    return "data" if base in RMA_DATA else "acc" if base in RMA_ACC else None
+    cls = calls.class_of(n)
+    return "data" if cls == "rma-data" else "acc" if cls == "rma-acc" else None
 
 
 # Generated bodies, one template per call class; the policy they follow is
@@ -243,13 +245,19 @@ def main():
 
     names = sorted(n for n in decls if n.startswith("MPI_"))
     wrapped, skipped, converted, routed = [], [], [], []
+    errors = []
     body = []
     for n in names:
         p = "P" + n
+        cls = calls.class_of(n)
         if n in hand:
             continue
         if p not in decls or p not in host:
             skipped.append((n, "PMPI symbol not declared" if p not in decls else "PMPI symbol not exported"))
+            continue
+        if cls in calls.HAND:
+            errors.append("%s: classed %s in tools/calls.py, which src/ implements by hand, but src/ has no %s"
+                          % (n, cls, n))
             continue
         ret, params, forbidden, _ = decls[n]
         if forbidden or decls[p][2]:
@@ -268,15 +276,23 @@ def main():
                 args.append(name)
             plist = ", ".join(plist_items)
         short = n[4:]
-        cls = rma_class(n)
-        if cls is not None:
-            body.append(rma_routed(ret, n, plist, args, params, cls))
+        rma = rma_class(n)
+        if rma is not None:
+            body.append(rma_routed(ret, n, plist, args, params, rma))
             routed.append(n)
             continue
         inb = nonblocking_twin(decls, host, n)
-        if inb is not None:
+        if cls == "collective":
+            if inb is None:
+                errors.append("%s: classed collective in tools/calls.py, but the host has no nonblocking twin "
+                              "taking the same arguments plus a request" % n)
+                continue
             body.append(blocking_via_nonblocking(ret, n, plist, args, params, inb))
             converted.append(n)
+            continue
+        if inb is not None and cls != "pass":
+            errors.append("%s: looks like a blocking collective (nonblocking twin %s) but tools/calls.py does not "
+                          "class it: add it (collective, or pass to forward it as is)" % (n, inb))
             continue
         enter, leave = ("MSH_PASS_ENTER();", "MSH_PASS_EXIT();")
         if short in UNSERIALIZED:
@@ -294,6 +310,10 @@ def main():
         body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in lines))
         wrapped.append(n)
 
+    if errors:
+        for e in errors:
+            print("wrapgen: " + e, file=sys.stderr)
+        sys.exit(1)
     with open(a.out, "w") as f:
         f.write("/* Generated by tools/wrapgen.py from the host's mpi.h: do not edit.\n")
         f.write(" * %d pass-through wrappers; %d blocking collectives run as their nonblocking\n"
