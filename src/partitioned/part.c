@@ -1,6 +1,8 @@
-/* Partitioned channels: communicator ids, the header dispatcher, init, Start, Pready/Parrived,
- * progress and teardown (see part.h). */
+/* Partitioned channels: init, Start, Pready/Parrived, progress and teardown
+ * (see part.h; communicator ids in cid.c, the header dispatcher in
+ * dispatch.c, the channel structure in channel.h). */
 #include "partitioned/part.h"
+#include "partitioned/channel.h"
 #include "partitioned/plan.h"
 
 #include <pthread.h>
@@ -17,11 +19,6 @@
 _Atomic int msh_part_nlive;
 _Atomic int msh_part_nsetup;
 
-/* ------------------------------------------------------------ host access */
-
-/* With a serialized host every host call goes under the shim's host lock
- * (msh_host_enter, vci/vci.h). */
-
 /* ------------------------------------------------------------ setup watch list (part.h) */
 
 /* Lock order: a channel's lock, then watch_lock; the sweep holds watch_lock
@@ -31,128 +28,11 @@ static msh_request **watch;
 static int nwatch, capwatch;
 static int nbg; /* watched channels freed by the user (bg); under watch_lock */
 
-/* ------------------------------------------------------------ communicator ids */
-
-/* All partitioned traffic goes over two duplicates of MPI_COMM_WORLD made
- * at init (single-threaded): hdrc carries one header per channel, datac the
- * channels' internal messages; peers are addressed by world rank. A user
- * communicator is known by an id its members agree on inside the user's
- * constructor with one plain collective over the new communicator (only
- * the constructing thread knows it, so nothing can interleave with it):
- * its leader's world rank and a number that leader has never handed out
- * before, so ids never repeat in the job. No hidden constructor runs
- * inside a user's constructor. */
-enum { CID_WORLD = 0, CID_SELF = 1 };
-
-typedef struct pcomm {
-    MPI_Comm user;
-    long long id;
-} pcomm;
-
-static pthread_mutex_t pc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pcomm *pcs;
-static int npcs, cappcs;
 static int layer; /* 1: the shim's layer serves partitioned calls */
-static MPI_Comm hdrc = MPI_COMM_NULL, datac = MPI_COMM_NULL;
+MPI_Comm msh_part_hdrc = MPI_COMM_NULL, msh_part_datac = MPI_COMM_NULL;
 static MPI_Group world_group = MPI_GROUP_NULL;
-static int world_rank;
-static _Atomic unsigned next_cseq;
 
 int msh_part_layer_on(void) { return layer; }
-
-static long long fresh_cid(void)
-{
-    unsigned s = atomic_fetch_add_explicit(&next_cseq, 1, memory_order_relaxed);
-    return ((long long)(world_rank + 1) << 32) | (long long)s;
-}
-
-/* Collective over c, inside its constructor: the members agree on an id. */
-static int agree_cid(MPI_Comm c, long long *id)
-{
-    int inter = 0, r = 0, rc;
-    rc = PMPI_Comm_test_inter(c, &inter);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Comm_rank(c, &r);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    long long mine = r == 0 ? fresh_cid() : -1;
-    if (!inter) {
-        *id = mine;
-        return PMPI_Bcast(id, 1, MPI_LONG_LONG, 0, c);
-    }
-    /* An intercommunicator's allreduce gives each group the other group's
-     * result: the first brings the remote leader's id, the second (each
-     * side passing on what it got) its own leader's. Both sides then hold
-     * the same two ids and take the smaller. */
-    long long remote = -1, own = -1;
-    rc = PMPI_Allreduce(&mine, &remote, 1, MPI_LONG_LONG, MPI_MAX, c);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Allreduce(&remote, &own, 1, MPI_LONG_LONG, MPI_MAX, c);
-    *id = own < remote ? own : remote;
-    return rc;
-}
-
-static int pcomm_put(MPI_Comm c, long long id)
-{
-    pthread_mutex_lock(&pc_lock);
-    if (npcs == cappcs) {
-        int ncap = cappcs ? 2 * cappcs : 16;
-        pcomm *n = realloc(pcs, sizeof *n * (size_t)ncap);
-        if (!n) {
-            pthread_mutex_unlock(&pc_lock);
-            return MPI_ERR_NO_MEM;
-        }
-        pcs = n;
-        cappcs = ncap;
-    }
-    pcs[npcs].user = c;
-    pcs[npcs].id = id;
-    npcs++;
-    pthread_mutex_unlock(&pc_lock);
-    return MPI_SUCCESS;
-}
-
-int msh_part_comm_add(MPI_Comm c)
-{
-    if (!layer || c == MPI_COMM_NULL)
-        return MPI_SUCCESS;
-    long long id = -1;
-    int locked = msh_host_enter();
-    int rc = agree_cid(c, &id);
-    msh_host_exit(locked);
-    return rc == MPI_SUCCESS ? pcomm_put(c, id) : rc;
-}
-
-static int pcomm_find(MPI_Comm c, long long *id)
-{
-    int found = 0;
-    pthread_mutex_lock(&pc_lock);
-    for (int i = npcs - 1; i >= 0; i--)
-        if (pcs[i].user == c) {
-            *id = pcs[i].id;
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&pc_lock);
-    return found;
-}
-
-void msh_part_comm_del(MPI_Comm c)
-{
-    /* Channels keep their id and world ranks: nothing else to undo, also
-     * for channels still alive on c. */
-    pthread_mutex_lock(&pc_lock);
-    for (int i = npcs - 1; i >= 0; i--)
-        if (pcs[i].user == c) {
-            pcs[i] = pcs[--npcs];
-            break;
-        }
-    pthread_mutex_unlock(&pc_lock);
-}
-
-static int tag_ub = 32767;
-
-static void disp_stop(void);
 
 void msh_part_init(void)
 {
@@ -167,22 +47,17 @@ void msh_part_init(void)
 #endif
     if (!layer)
         return;
-    void *v = NULL;
-    int flag = 0;
-    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &v, &flag);
-    if (flag && v)
-        tag_ub = *(int *)v;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
-    if (PMPI_Comm_dup(MPI_COMM_WORLD, &hdrc) != MPI_SUCCESS || PMPI_Comm_dup(MPI_COMM_WORLD, &datac) != MPI_SUCCESS) {
+    if (PMPI_Comm_dup(MPI_COMM_WORLD, &msh_part_hdrc) != MPI_SUCCESS ||
+        PMPI_Comm_dup(MPI_COMM_WORLD, &msh_part_datac) != MPI_SUCCESS) {
         msh_log("partitioned layer: cannot duplicate MPI_COMM_WORLD; partitioned calls will fail");
         return;
     }
     /* Internal errors come back as codes, reported on the user's comm. */
-    PMPI_Comm_set_errhandler(hdrc, MPI_ERRORS_RETURN);
-    PMPI_Comm_set_errhandler(datac, MPI_ERRORS_RETURN);
-    pcomm_put(MPI_COMM_WORLD, CID_WORLD);
-    pcomm_put(MPI_COMM_SELF, CID_SELF);
+    PMPI_Comm_set_errhandler(msh_part_hdrc, MPI_ERRORS_RETURN);
+    PMPI_Comm_set_errhandler(msh_part_datac, MPI_ERRORS_RETURN);
+    msh_part_cid_put(MPI_COMM_WORLD, MSH_PART_CID_WORLD);
+    msh_part_cid_put(MPI_COMM_SELF, MSH_PART_CID_SELF);
 }
 
 /* Finalize: give channels freed while active a bounded time to finish
@@ -210,254 +85,20 @@ void msh_part_fini(void)
     if (!layer)
         return;
     bg_drain();
-    disp_stop();
-    if (datac != MPI_COMM_NULL)
-        PMPI_Comm_free(&datac);
-    if (hdrc != MPI_COMM_NULL)
-        PMPI_Comm_free(&hdrc);
+    msh_part_disp_stop();
+    if (msh_part_datac != MPI_COMM_NULL)
+        PMPI_Comm_free(&msh_part_datac);
+    if (msh_part_hdrc != MPI_COMM_NULL)
+        PMPI_Comm_free(&msh_part_hdrc);
     if (world_group != MPI_GROUP_NULL)
         PMPI_Group_free(&world_group);
-    pthread_mutex_lock(&pc_lock);
-    free(pcs);
-    pcs = NULL;
-    npcs = cappcs = 0;
-    pthread_mutex_unlock(&pc_lock);
+    msh_part_cid_fini();
     pthread_mutex_lock(&watch_lock);
     free(watch);
     watch = NULL;
     nwatch = capwatch = 0;
     pthread_mutex_unlock(&watch_lock);
     layer = 0;
-}
-
-/* ------------------------------------------------------------ channels */
-
-/* Header: magic, communicator id, user tag, sender partitions, partitions
- * per message, messages, total bytes, first data tag. */
-enum { HDR_MAGIC = 0x50415254, HDR_N = 8 };
-
-typedef struct part_msg {
-    MPI_Request host;     /* persistent host request on datac */
-    int nparts;           /* sender: user partitions in this message */
-    _Atomic int ready;    /* sender: partitions readied this round */
-    _Atomic int started;  /* PMPI_Start returned this round */
-    _Atomic int done;     /* complete this round */
-} part_msg;
-
-typedef struct msh_part {
-    int send;
-    char *buf;
-    int partitions;
-    MPI_Count count;
-    MPI_Datatype dtype;   /* our duplicate: the user may free theirs */
-    MPI_Count tsize;      /* packed bytes of one element */
-    MPI_Aint extent;
-    int contig;           /* elements densely packed: byte offsets address the buffer */
-    int peer, tag;        /* as the user gave them */
-    int wpeer;            /* peer's rank in MPI_COMM_WORLD (or MPI_PROC_NULL) */
-    long long cid;        /* the user communicator's id */
-    MPI_Comm comm;        /* the user's, for errors */
-    /* The plan, from the sender's header. */
-    int group;            /* sender partitions per message */
-    int nmsg;
-    MPI_Count msg_bytes;  /* bytes of every message but maybe the last */
-    MPI_Count total;      /* bytes the sender sends */
-    int tag_base;
-    part_msg *msg;
-    long long *hdr;       /* sender: header buffer (leaked if never delivered) */
-    MPI_Request hdr_req;  /* sender: the header's send */
-    long long rhdr[HDR_N]; /* receiver: the header, filled by the dispatcher */
-    _Atomic int hdr_in;   /* receiver: rhdr filled (release by the dispatcher) */
-    struct msh_part *pnext; /* receiver: posted list, under disp_lock */
-    int posted;           /* on the posted list; under disp_lock */
-    _Atomic int setup;    /* receiver: header seen, receives created */
-    int watched;          /* in the watch list; under watch_lock */
-    int bg;               /* freed by the user while active: released when done */
-    _Atomic unsigned char *readied; /* sender: per partition, this round */
-    /* Receiver whose elements the sender's messages split (a type that is
-     * not contiguous): messages land in a packed staging copy, and each
-     * receive partition is unpacked into the buffer once all its bytes are
-     * in. Parrived then reports unpacked partitions. */
-    char *stage;
-    _Atomic unsigned char *unpacked; /* per receive partition, this round */
-    int nleft;            /* messages not done this round; under lock */
-    int err;              /* first error of the round; under lock */
-    MPI_Count received;   /* bytes received this round; under lock */
-    pthread_mutex_t lock; /* setup and host tests of the messages */
-} msh_part;
-
-/* ------------------------------------------------------------ header dispatcher */
-
-/* One wildcard receive on hdrc stays posted; whoever polls matches what
- * it brings against receive channels in Precv_init order (the posted
- * list) or keeps it (the unexpected list), by (communicator id, world
- * source, user tag). MPI orders headers from one source on hdrc, so
- * channels match in init order per (source, communicator, tag), as MPI's
- * non-overtaking rule asks. The dispatcher never takes a channel's lock:
- * it fills rhdr and sets hdr_in, and the channel sets itself up. */
-typedef struct hdr_msg {
-    struct hdr_msg *next;
-    int src;
-    long long h[HDR_N];
-} hdr_msg;
-
-static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
-static long long disp_buf[HDR_N];
-static MPI_Request disp_req = MPI_REQUEST_NULL;
-static int disp_on; /* the wildcard receive was posted once; under disp_lock */
-static msh_part *posted_head, *posted_tail;
-static hdr_msg *unexp_head, *unexp_tail;
-
-static int hdr_matches(const msh_part *p, long long cid, int src, long long tag)
-{
-    return p->cid == cid && p->wpeer == src && (long long)p->tag == tag;
-}
-
-static void disp_start(void)
-{
-    if (PMPI_Irecv(disp_buf, HDR_N, MPI_LONG_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, hdrc, &disp_req) != MPI_SUCCESS) {
-        disp_req = MPI_REQUEST_NULL;
-        msh_log("partitioned layer: cannot post the header receive; partitioned receives will not complete");
-    }
-}
-
-static void disp_stop(void)
-{
-    pthread_mutex_lock(&disp_lock);
-    if (disp_req != MPI_REQUEST_NULL) {
-        PMPI_Cancel(&disp_req);
-        PMPI_Wait(&disp_req, MPI_STATUS_IGNORE);
-    }
-    while (unexp_head) {
-        hdr_msg *m = unexp_head;
-        unexp_head = m->next;
-        free(m);
-    }
-    unexp_tail = NULL;
-    posted_head = posted_tail = NULL;
-    disp_on = 0;
-    pthread_mutex_unlock(&disp_lock);
-}
-
-/* Under disp_lock: hand a header to the first posted channel it matches,
- * else keep it. */
-static void disp_deliver(int src, const long long *h)
-{
-    msh_part *prev = NULL;
-    for (msh_part *p = posted_head; p; prev = p, p = p->pnext)
-        if (hdr_matches(p, h[1], src, h[2])) {
-            if (prev)
-                prev->pnext = p->pnext;
-            else
-                posted_head = p->pnext;
-            if (posted_tail == p)
-                posted_tail = prev;
-            p->pnext = NULL;
-            p->posted = 0;
-            memcpy(p->rhdr, h, sizeof p->rhdr);
-            atomic_store_explicit(&p->hdr_in, 1, memory_order_release);
-            return;
-        }
-    hdr_msg *m = malloc(sizeof *m);
-    if (!m) {
-        msh_log("partitioned layer: out of memory keeping a header; a partitioned receive will not complete");
-        return;
-    }
-    m->next = NULL;
-    m->src = src;
-    memcpy(m->h, h, sizeof m->h);
-    if (unexp_tail)
-        unexp_tail->next = m;
-    else
-        unexp_head = m;
-    unexp_tail = m;
-}
-
-/* Drain the headers that have arrived; never blocks (skips when another
- * thread is at it). */
-static void disp_poll(void)
-{
-    if (pthread_mutex_trylock(&disp_lock) != 0)
-        return;
-    while (disp_req != MPI_REQUEST_NULL) {
-        int f = 0;
-        MPI_Status st;
-        int locked = msh_host_enter();
-        int rc = PMPI_Test(&disp_req, &f, &st);
-        msh_host_exit(locked);
-        if (rc != MPI_SUCCESS) {
-            msh_log("partitioned layer: header receive failed (error %d)", rc);
-            disp_req = MPI_REQUEST_NULL;
-            break;
-        }
-        if (!f)
-            break;
-        if (disp_buf[0] == HDR_MAGIC)
-            disp_deliver(st.MPI_SOURCE, disp_buf);
-        locked = msh_host_enter();
-        disp_start();
-        msh_host_exit(locked);
-    }
-    pthread_mutex_unlock(&disp_lock);
-}
-
-/* Receiver init: take the oldest matching header already here, or queue. */
-static void disp_post(msh_part *p)
-{
-    pthread_mutex_lock(&disp_lock);
-    if (!disp_on) {
-        /* Posted with the process's first partitioned receive: a program
-         * without any keeps no wildcard receive; headers sent earlier wait
-         * in the host meanwhile. */
-        disp_on = 1;
-        int locked = msh_host_enter();
-        disp_start();
-        msh_host_exit(locked);
-    }
-    hdr_msg *prev = NULL;
-    for (hdr_msg *m = unexp_head; m; prev = m, m = m->next)
-        if (hdr_matches(p, m->h[1], m->src, m->h[2])) {
-            if (prev)
-                prev->next = m->next;
-            else
-                unexp_head = m->next;
-            if (unexp_tail == m)
-                unexp_tail = prev;
-            memcpy(p->rhdr, m->h, sizeof p->rhdr);
-            free(m);
-            atomic_store_explicit(&p->hdr_in, 1, memory_order_release);
-            pthread_mutex_unlock(&disp_lock);
-            return;
-        }
-    p->pnext = NULL;
-    p->posted = 1;
-    if (posted_tail)
-        posted_tail->pnext = p;
-    else
-        posted_head = p;
-    posted_tail = p;
-    pthread_mutex_unlock(&disp_lock);
-}
-
-/* Receiver free: off the posted list if still on it. */
-static void disp_unpost(msh_part *p)
-{
-    pthread_mutex_lock(&disp_lock);
-    if (p->posted) {
-        msh_part *prev = NULL;
-        for (msh_part *q = posted_head; q; prev = q, q = q->pnext)
-            if (q == p) {
-                if (prev)
-                    prev->pnext = q->pnext;
-                else
-                    posted_head = q->pnext;
-                if (posted_tail == q)
-                    posted_tail = prev;
-                break;
-            }
-        p->posted = 0;
-    }
-    pthread_mutex_unlock(&disp_lock);
 }
 
 static _Atomic unsigned next_tag;
@@ -515,7 +156,7 @@ int msh_part_sweep(void)
 {
     if (pthread_mutex_trylock(&watch_lock) != 0)
         return 0; /* another thread is sweeping */
-    disp_poll();
+    msh_part_disp_poll();
     int n = 0;
     for (int i = 0; i < nwatch;) {
         msh_request *r = watch[i];
@@ -550,7 +191,7 @@ static int create_send(msh_part *p, int m)
     if (n > INT32_MAX)
         return MPI_ERR_COUNT;
     return PMPI_Send_init(p->buf + (MPI_Aint)first * p->count * p->extent, (int)n, p->dtype, p->wpeer,
-                          p->tag_base + m, datac, &g->host);
+                          p->tag_base + m, msh_part_datac, &g->host);
 }
 
 /* Receiver: message m by byte ranges of the sender's plan. Data beyond the
@@ -565,14 +206,14 @@ static int create_recv(msh_part *p, int m)
         char *base = p->stage ? p->stage : p->buf;
         if (fit > INT32_MAX)
             return MPI_ERR_COUNT;
-        return PMPI_Recv_init(base + (fit ? off : 0), (int)fit, MPI_BYTE, p->wpeer, p->tag_base + m, datac,
+        return PMPI_Recv_init(base + (fit ? off : 0), (int)fit, MPI_BYTE, p->wpeer, p->tag_base + m, msh_part_datac,
                               &p->msg[m].host);
     }
     MPI_Count n = fit / p->tsize; /* whole elements: create_recvs staged otherwise */
     if (n > INT32_MAX)
         return MPI_ERR_COUNT;
     return PMPI_Recv_init(p->buf + (MPI_Aint)(off / p->tsize) * p->extent, (int)n, p->dtype, p->wpeer,
-                          p->tag_base + m, datac, &p->msg[m].host);
+                          p->tag_base + m, msh_part_datac, &p->msg[m].host);
 }
 
 static int create_msgs(msh_part *p)
@@ -651,7 +292,7 @@ static void unpack_after(msh_part *p, int m)
             continue;
         int pos = 0, rc = PMPI_Unpack(p->stage + lo, (int)(hi - lo), &pos,
                                       p->buf + (MPI_Aint)i * p->count * p->extent, (int)((hi - lo) / p->tsize),
-                                      p->dtype, datac);
+                                      p->dtype, msh_part_datac);
         if (rc != MPI_SUCCESS && p->err == MPI_SUCCESS)
             p->err = rc;
         /* release: the partition's data is in the user's buffer */
@@ -697,7 +338,7 @@ static void progress_locked(msh_request *r, msh_part *p)
     if (!p->send && !atomic_load_explicit(&p->setup, memory_order_relaxed)) {
         if (!atomic_load_explicit(&p->hdr_in, memory_order_acquire)) {
             msh_host_exit(locked);
-            disp_poll();
+            msh_part_disp_poll();
             if (!atomic_load_explicit(&p->hdr_in, memory_order_acquire))
                 return;
             locked = msh_host_enter();
@@ -820,18 +461,18 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
         return msh_comm_error(comm, MPI_ERR_ARG);
     if (count < 0)
         return msh_comm_error(comm, MPI_ERR_COUNT);
-    if (tag < 0 || tag > tag_ub)
+    if (tag < 0 || tag > msh_rt.tag_ub)
         return msh_comm_error(comm, MPI_ERR_TAG);
     if (dtype == MPI_DATATYPE_NULL)
         return msh_comm_error(comm, MPI_ERR_TYPE);
-    if (datac == MPI_COMM_NULL)
+    if (msh_part_datac == MPI_COMM_NULL)
         return msh_comm_error(comm, MPI_ERR_INTERN); /* init could not make the channel */
     /* Committed? Neither host says so directly; a persistent request to
      * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
     MPI_Request probe = MPI_REQUEST_NULL;
     int nk = 0;
     int locked = msh_host_enter();
-    int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, datac, &probe);
+    int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, msh_part_datac, &probe);
     if (trc == MPI_SUCCESS)
         PMPI_Request_free(&probe);
     int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
@@ -847,7 +488,7 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
  * Reports through comm's handler. */
 static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer)
 {
-    if (!pcomm_find(comm, cid)) {
+    if (!msh_part_cid_find(comm, cid)) {
         msh_log("partitioned init on a communicator the shim did not see created (MPI_Comm_idup?); "
                 "create it with a blocking constructor");
         return msh_comm_error(comm, MPI_ERR_COMM);
@@ -877,9 +518,9 @@ static int init_send_plan(msh_part *p, MPI_Info info)
     p->group = msh_pplan_group(pb, minb, p->partitions);
     p->nmsg = msh_pplan_nmsg(p->partitions, p->group);
     p->total = pb * p->partitions;
-    if (p->nmsg >= tag_ub)
+    if (p->nmsg >= msh_rt.tag_ub)
         return MPI_ERR_ARG;
-    unsigned span = (unsigned)tag_ub + 1u - (unsigned)p->nmsg;
+    unsigned span = (unsigned)msh_rt.tag_ub + 1u - (unsigned)p->nmsg;
     p->tag_base = (int)(atomic_fetch_add_explicit(&next_tag, (unsigned)p->nmsg, memory_order_relaxed) % span);
     p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
     p->readied = calloc((size_t)p->partitions, 1);
@@ -897,7 +538,7 @@ static int init_send_plan(msh_part *p, MPI_Info info)
     hdr[5] = p->nmsg;
     hdr[6] = p->total;
     hdr[7] = p->tag_base;
-    return PMPI_Isend(hdr, HDR_N, MPI_LONG_LONG, p->wpeer, 0, hdrc, &p->hdr_req);
+    return PMPI_Isend(hdr, HDR_N, MPI_LONG_LONG, p->wpeer, 0, msh_part_hdrc, &p->hdr_req);
 }
 
 /* The datatype's copy and layout, then (sender) the plan. */
@@ -985,7 +626,7 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
         return msh_comm_error(comm, rc);
     }
     if (!send && wpeer != MPI_PROC_NULL)
-        disp_post(p); /* last: from here the dispatcher may fill it */
+        msh_part_disp_post(p); /* last: from here the dispatcher may fill it */
     r->ext = p;
     r->kind = MSH_KIND_PART;
     r->persistent = 1;
@@ -1077,7 +718,7 @@ static void part_release(msh_request *r)
 {
     msh_part *p = r->ext;
     if (!p->send)
-        disp_unpost(p);
+        msh_part_disp_unpost(p);
     int locked = msh_host_enter();
     if (p->hdr_req != MPI_REQUEST_NULL) {
         int f = 0;

@@ -203,8 +203,9 @@ static int take_ownership(msh_domain *d)
 }
 
 /* Under d->mtx, with the domain unowned: wake the first sleeper that still
- * waits, so that a domain with waiters always gets an owner. Sleepers whose wait is already satisfied are skipped: they are
- * leaving, and a handoff to them would be lost. */
+ * waits, so that a domain with waiters always gets an owner. Sleepers
+ * whose wait is already satisfied are skipped: they are leaving, and a
+ * handoff to them would be lost. */
 static void handoff_locked(msh_domain *d)
 {
     for (msh_sync *w = d->waiters; w; w = w->next) {

@@ -1,0 +1,124 @@
+/* Communicator ids for the partitioned layer (see channel.h). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "core/runtime.h"
+#include "partitioned/channel.h"
+#include "partitioned/part.h"
+#include "vci/vci.h"
+
+/* A user communicator is known by an id its members agree on inside the user's
+ * constructor with one plain collective over the new communicator (only
+ * the constructing thread knows it, so nothing can interleave with it):
+ * its leader's world rank and a number that leader has never handed out
+ * before, so ids never repeat in the job. No hidden constructor runs
+ * inside a user's constructor. */
+typedef struct pcomm {
+    MPI_Comm user;
+    long long id;
+} pcomm;
+
+static pthread_mutex_t pc_lock = PTHREAD_MUTEX_INITIALIZER;
+static pcomm *pcs;
+static int npcs, cappcs;
+static _Atomic unsigned next_cseq;
+
+static long long fresh_cid(void)
+{
+    unsigned s = atomic_fetch_add_explicit(&next_cseq, 1, memory_order_relaxed);
+    return ((long long)(msh_rt.world_rank + 1) << 32) | (long long)s;
+}
+
+/* Collective over c, inside its constructor: the members agree on an id. */
+static int agree_cid(MPI_Comm c, long long *id)
+{
+    int inter = 0, r = 0, rc;
+    rc = PMPI_Comm_test_inter(c, &inter);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Comm_rank(c, &r);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    long long mine = r == 0 ? fresh_cid() : -1;
+    if (!inter) {
+        *id = mine;
+        return PMPI_Bcast(id, 1, MPI_LONG_LONG, 0, c);
+    }
+    /* An intercommunicator's allreduce gives each group the other group's
+     * result: the first brings the remote leader's id, the second (each
+     * side passing on what it got) its own leader's. Both sides then hold
+     * the same two ids and take the smaller. */
+    long long remote = -1, own = -1;
+    rc = PMPI_Allreduce(&mine, &remote, 1, MPI_LONG_LONG, MPI_MAX, c);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Allreduce(&remote, &own, 1, MPI_LONG_LONG, MPI_MAX, c);
+    *id = own < remote ? own : remote;
+    return rc;
+}
+
+int msh_part_cid_put(MPI_Comm c, long long id)
+{
+    pthread_mutex_lock(&pc_lock);
+    if (npcs == cappcs) {
+        int ncap = cappcs ? 2 * cappcs : 16;
+        pcomm *n = realloc(pcs, sizeof *n * (size_t)ncap);
+        if (!n) {
+            pthread_mutex_unlock(&pc_lock);
+            return MPI_ERR_NO_MEM;
+        }
+        pcs = n;
+        cappcs = ncap;
+    }
+    pcs[npcs].user = c;
+    pcs[npcs].id = id;
+    npcs++;
+    pthread_mutex_unlock(&pc_lock);
+    return MPI_SUCCESS;
+}
+
+int msh_part_comm_add(MPI_Comm c)
+{
+    if (!msh_part_layer_on() || c == MPI_COMM_NULL)
+        return MPI_SUCCESS;
+    long long id = -1;
+    int locked = msh_host_enter();
+    int rc = agree_cid(c, &id);
+    msh_host_exit(locked);
+    return rc == MPI_SUCCESS ? msh_part_cid_put(c, id) : rc;
+}
+
+int msh_part_cid_find(MPI_Comm c, long long *id)
+{
+    int found = 0;
+    pthread_mutex_lock(&pc_lock);
+    for (int i = npcs - 1; i >= 0; i--)
+        if (pcs[i].user == c) {
+            *id = pcs[i].id;
+            found = 1;
+            break;
+        }
+    pthread_mutex_unlock(&pc_lock);
+    return found;
+}
+
+void msh_part_comm_del(MPI_Comm c)
+{
+    /* Channels keep their id and world ranks: nothing else to undo, also
+     * for channels still alive on c. */
+    pthread_mutex_lock(&pc_lock);
+    for (int i = npcs - 1; i >= 0; i--)
+        if (pcs[i].user == c) {
+            pcs[i] = pcs[--npcs];
+            break;
+        }
+    pthread_mutex_unlock(&pc_lock);
+}
+
+void msh_part_cid_fini(void)
+{
+    pthread_mutex_lock(&pc_lock);
+    free(pcs);
+    pcs = NULL;
+    npcs = cappcs = 0;
+    pthread_mutex_unlock(&pc_lock);
+}
