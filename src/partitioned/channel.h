@@ -68,12 +68,6 @@ typedef struct msh_part {
  * internal messages on the second; peers are addressed by world rank. */
 extern MPI_Comm msh_part_hdrc, msh_part_datac;
 
-/* Communicator ids (cid.c). */
-enum { MSH_PART_CID_WORLD = 0, MSH_PART_CID_SELF = 1 };
-int msh_part_cid_put(MPI_Comm c, long long id);
-int msh_part_cid_find(MPI_Comm c, long long *id);
-void msh_part_cid_fini(void);
-
 /* The header dispatcher (dispatch.c). */
 void msh_part_disp_poll(void);           /* never blocks */
 void msh_part_disp_post(msh_part *p);    /* receiver init: its header, now or later */

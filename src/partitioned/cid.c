@@ -4,8 +4,7 @@
 #include <stdlib.h>
 
 #include "core/runtime.h"
-#include "partitioned/channel.h"
-#include "partitioned/part.h"
+#include "partitioned/cid.h"
 #include "vci/vci.h"
 
 /* A user communicator is known by an id its members agree on inside the user's
@@ -23,6 +22,7 @@ static pthread_mutex_t pc_lock = PTHREAD_MUTEX_INITIALIZER;
 static pcomm *pcs;
 static int npcs, cappcs;
 static _Atomic unsigned next_cseq;
+static int cid_on; /* between msh_part_cid_init and msh_part_cid_fini */
 
 static long long fresh_cid(void)
 {
@@ -78,7 +78,7 @@ int msh_part_cid_put(MPI_Comm c, long long id)
 
 int msh_part_comm_add(MPI_Comm c)
 {
-    if (!msh_part_layer_on() || c == MPI_COMM_NULL)
+    if (!cid_on || c == MPI_COMM_NULL)
         return MPI_SUCCESS;
     long long id = -1;
     int locked = msh_host_enter();
@@ -114,8 +114,16 @@ void msh_part_comm_del(MPI_Comm c)
     pthread_mutex_unlock(&pc_lock);
 }
 
+int msh_part_cid_init(void)
+{
+    cid_on = 1;
+    int rc = msh_part_cid_put(MPI_COMM_WORLD, MSH_PART_CID_WORLD);
+    return rc == MPI_SUCCESS ? msh_part_cid_put(MPI_COMM_SELF, MSH_PART_CID_SELF) : rc;
+}
+
 void msh_part_cid_fini(void)
 {
+    cid_on = 0;
     pthread_mutex_lock(&pc_lock);
     free(pcs);
     pcs = NULL;

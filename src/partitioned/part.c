@@ -3,6 +3,7 @@
  * dispatch.c, the channel structure in channel.h). */
 #include "partitioned/part.h"
 #include "partitioned/channel.h"
+#include "partitioned/cid.h"
 #include "partitioned/plan.h"
 
 #include <pthread.h>
@@ -56,8 +57,7 @@ void msh_part_init(void)
     /* Internal errors come back as codes, reported on the user's comm. */
     PMPI_Comm_set_errhandler(msh_part_hdrc, MPI_ERRORS_RETURN);
     PMPI_Comm_set_errhandler(msh_part_datac, MPI_ERRORS_RETURN);
-    msh_part_cid_put(MPI_COMM_WORLD, MSH_PART_CID_WORLD);
-    msh_part_cid_put(MPI_COMM_SELF, MSH_PART_CID_SELF);
+    msh_part_cid_init();
 }
 
 /* Finalize: give channels freed while active a bounded time to finish

@@ -28,6 +28,7 @@
 #include <mpi.h>
 #include <stdatomic.h>
 
+#include "partitioned/cid.h"
 #include "sync/request.h"
 
 /* Number of live channels: completion calls look for shim requests while
@@ -65,11 +66,9 @@ static inline int msh_req_is_part(const msh_request *r)
  * (else the host's, MPISHIM_PART=native on an MPI-4 host). */
 int msh_part_layer_on(void);
 
-/* Communicator ids: agreed for every communicator a constructor the shim
- * intercepts returns (collective, inside that call), dropped in Comm_free
- * and Comm_disconnect. */
-int msh_part_comm_add(MPI_Comm c);
-void msh_part_comm_del(MPI_Comm c);
+/* Communicator ids (cid.h): agreed for every communicator a constructor
+ * the shim intercepts returns (collective, inside that call), dropped in
+ * Comm_free and Comm_disconnect. */
 void msh_part_init(void);  /* after host init: the channel's duplicates, the predefined ids */
 void msh_part_fini(void);  /* before host finalize */
 
