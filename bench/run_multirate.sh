@@ -26,6 +26,11 @@
 #                    (data and ack per pair) on a duplicate of its own
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
+#   baseline         global-adaptive (the default) with another build's
+#                    library, BENCH_BASELINE=<that checkout's build folder>
+#                    (only then): before/after a change in one run, e.g.
+#                    git worktree add /tmp/base <commit> && make -C /tmp/base
+#                    BENCH_BASELINE=/tmp/base/build BENCH_CONFIGS=raw,global-adaptive,baseline
 #
 # Every configuration does the same work: T pairs of entities, each sending
 # windows of 128 eight-byte messages.  On a machine with fewer cores than
@@ -51,6 +56,8 @@
 #   BENCH_CONFIGS  comma list of configurations to run (default all)
 #   BENCH_TIMEOUT  seconds before a run is killed and recorded NaN (default 120)
 #   BENCH_RESULTS  output folder                     (default bench/results)
+#   BENCH_BASELINE another build folder whose libmpishim.so the baseline
+#                  configuration runs (default none: no baseline column)
 # MPISHIM_* variables of the caller are removed: each configuration sets its own.
 set -u
 
@@ -75,6 +82,13 @@ bench_hosts "$@"
 configs=("${multirate_configs[@]}")
 # Short column titles, same order.
 titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT everywh)
+baseline=${BENCH_BASELINE:-}
+if [ -n "$baseline" ]; then
+    for h in "${hosts[@]}"; do
+        [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
+    done
+    configs+=(baseline) titles+=(base)
+fi
 # BENCH_CONFIGS: a comma list of the configurations above to run (default all).
 if [ -n "${BENCH_CONFIGS:-}" ]; then
     keep_c=() keep_t=()
@@ -110,6 +124,10 @@ bench_run() {
         serial-adaptive)
             cmd=(env MPISHIM_HOST_THREAD=serialized
                  "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        baseline)
+            cmd=(env MPISHIM_PROGRESS=global MPISHIM_WAIT=adaptive
+                 "$build/mpishim" --host "$host" --lib "$baseline/$host/libmpishim.so"
+                 "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         tag-adaptive|tagT-adaptive)
             local nv=auto
             [ "$cfg" = tagT-adaptive ] && nv=$((2 * t))
