@@ -88,6 +88,13 @@ expect_ok() {
     grep -qE '^(OK|SKIP|ok) ' "$2" || echo "no OK line in output"
 }
 
+# An example in examples/ ran and checked its own result: its last line
+# names it and ends in "verified".
+expect_example() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    grep -qE '^[a-z_]+: .*verified$' "$2" || echo "no verified result line in output"
+}
+
 # A malformed MPISHIM_NUM_VCIS must stop init with exactly one line naming it.
 expect_config_error() {
     [ "$1" -ne 0 ] || { echo "exit code 0, expected a failure"; return; }
@@ -488,6 +495,16 @@ for host in "${hosts[@]}"; do
     run_case "$host MPISHIM_PROGRESS_CPU=60000 warns, thread unbound" "expect_progress_cpu same 60000" \
         env MPISHIM_PROGRESS=thread MPISHIM_PROGRESS_CPU=60000 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
+
+    # The examples people copy: raw and under the shim, results checked.
+    for ex in halo_omp part_pipeline rma_threads; do
+        run_case "$host example $ex np2 raw host" expect_example \
+            env OMP_NUM_THREADS=4 "$MPIRUN" $(mpirun_flags) -np 2 "$hb/examples/$ex"
+        for np in 2 4; do
+            run_case "$host example $ex np$np shim" expect_example \
+                env OMP_NUM_THREADS=4 "${launch[@]}" -np $np "$hb/examples/$ex"
+        done
+    done
 
     # Start-up and crash behaviour must be the raw host's: the
     # library links nothing beyond hwloc, the host MPI and libc, loads no
