@@ -11,7 +11,7 @@
 #       shim; once traffic runs, every process of the last node is killed;
 #       prints "== raw"/"== shim" sections with "== rc N" and "== secs S"
 #       (seconds from the kill to the job's end).
-#   tests/multinode.sh line HOST      print the launch command line (README)
+#   tests/multinode.sh line HOST      print the launch command line (docs/testing.md)
 #
 # Variables: MN_NODES (nodes, default 2), MN_NP (ranks, default 4; placed
 # round robin over the nodes, so rank r and r^1 are on different nodes),

@@ -1061,7 +1061,7 @@ static void do_comm(struct thr *th, int phase)
         (void)mr;
         /* The same plan on every new communicator (not only per communicator):
          * all ranks then construct in the same order, which Open MPI 4.1's
-         * context-id agreement needs even natively (see README). */
+         * context-id agreement needs even natively (see docs/design.md, known limits). */
         rng_t cp = rng_make(g_seed, (uint64_t)phase, 0, (uint64_t)th->t, (uint64_t)(720 + k));
         if (rndn(&cp, 2)) {
             step(th, "comm: MPI_Comm_dup of the new communicator", k, -1);
