@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "intercept/isendrecv.h"
+#include "intercept/pack.h"
 #include "intercept/shim.h"
 
 #if MPI_VERSION >= 4
@@ -218,17 +219,11 @@ static int post_pair(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
 static int isendrecv_replace(void *buf, MPI_Count count, MPI_Datatype dt, int dest, int sendtag, int source,
                              int recvtag, MPI_Comm comm, MPI_Request *req)
 {
-    MPI_Count size = 0, pos = 0;
-    int rc;
-    if ((rc = PMPI_Pack_size_c(count, dt, comm, &size)) != MPI_SUCCESS)
+    void *tmp;
+    MPI_Count pos;
+    int rc = msh_pack_copy_c(buf, count, dt, comm, &tmp, &pos);
+    if (rc != MPI_SUCCESS)
         return rc;
-    void *tmp = malloc(size > 0 ? (size_t)size : 1);
-    if (!tmp)
-        return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    if ((rc = PMPI_Pack_c(buf, count, dt, tmp, size, &pos, comm)) != MPI_SUCCESS) {
-        free(tmp);
-        return rc;
-    }
     return post_pair(tmp, pos, MPI_PACKED, dest, sendtag, buf, count, dt, source, recvtag, comm, tmp, req);
 }
 

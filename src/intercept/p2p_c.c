@@ -12,6 +12,7 @@
  * Requests are the host's; the completion calls take them as they are. */
 #include <stdlib.h>
 
+#include "intercept/pack.h"
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
 #include "intercept/status.h"
@@ -204,24 +205,18 @@ MSH_EXPORT int MPI_Sendrecv_c(const void *sendbuf, MPI_Count sendcount, MPI_Data
                           status);
 }
 
-/* Pack the outgoing data first, so the receive can land in buf (as the
+/* The packed outgoing data first, so the receive can land in buf (as the
  * int-count MPI_Sendrecv_replace does). */
 static int sendrecv_replace_c_call(void *buf, MPI_Count count, MPI_Datatype dt, int dest, int sendtag, int source,
                                    int recvtag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
         return PMPI_Sendrecv_replace_c(buf, count, dt, dest, sendtag, source, recvtag, comm, status);
-    MPI_Count size = 0, pos = 0;
-    int rc;
-    if ((rc = PMPI_Pack_size_c(count, dt, comm, &size)) != MPI_SUCCESS)
+    void *tmp;
+    MPI_Count pos;
+    int rc = msh_pack_copy_c(buf, count, dt, comm, &tmp, &pos);
+    if (rc != MPI_SUCCESS)
         return rc;
-    void *tmp = malloc(size > 0 ? (size_t)size : 1);
-    if (!tmp)
-        return msh_comm_error(comm, MPI_ERR_NO_MEM);
-    if ((rc = PMPI_Pack_c(buf, count, dt, tmp, size, &pos, comm)) != MPI_SUCCESS) {
-        free(tmp);
-        return rc;
-    }
     rc = sendrecv_c_call(tmp, pos, MPI_PACKED, dest, sendtag, buf, count, dt, source, recvtag, comm, status);
     free(tmp);
 #if defined(MPICH)
