@@ -21,20 +21,18 @@
 
 typedef enum { C_SEND, C_SSEND, C_BSEND, C_RSEND } c_mode;
 
-static int host_isend_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm c,
-                        MPI_Request *req)
+/* The host's nonblocking or persistent large-count send of mode m. */
+static int host_send_c(c_mode m, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
+                       int tag, MPI_Comm c, MPI_Request *req)
 {
-    switch (m) {
-    case C_SSEND: return PMPI_Issend_c(buf, count, dt, dest, tag, c, req);
-    case C_BSEND: return PMPI_Ibsend_c(buf, count, dt, dest, tag, c, req);
-    case C_RSEND: return PMPI_Irsend_c(buf, count, dt, dest, tag, c, req);
-    default:      return PMPI_Isend_c(buf, count, dt, dest, tag, c, req);
+    if (!persistent) {
+        switch (m) {
+        case C_SSEND: return PMPI_Issend_c(buf, count, dt, dest, tag, c, req);
+        case C_BSEND: return PMPI_Ibsend_c(buf, count, dt, dest, tag, c, req);
+        case C_RSEND: return PMPI_Irsend_c(buf, count, dt, dest, tag, c, req);
+        default:      return PMPI_Isend_c(buf, count, dt, dest, tag, c, req);
+        }
     }
-}
-
-static int host_send_init_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
-                            MPI_Comm c, MPI_Request *req)
-{
     switch (m) {
     case C_SSEND: return PMPI_Ssend_init_c(buf, count, dt, dest, tag, c, req);
     case C_BSEND: return PMPI_Bsend_init_c(buf, count, dt, dest, tag, c, req);
@@ -65,12 +63,13 @@ static int recv_comm(MPI_Comm comm, int source, int tag, MPI_Comm *c)
     return MPI_SUCCESS;
 }
 
-static int isend_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
-                   MPI_Request *req)
+/* A nonblocking or persistent send on its route. */
+static int post_send_c(c_mode m, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
+                       int tag, MPI_Comm comm, MPI_Request *req)
 {
     MPI_Comm c = send_comm(comm, dest, tag);
     int locked = msh_host_enter();
-    int rc = host_isend_c(m, buf, count, dt, dest, tag, c, req);
+    int rc = host_send_c(m, persistent, buf, count, dt, dest, tag, c, req);
     msh_host_exit(locked);
     return rc;
 }
@@ -78,18 +77,8 @@ static int isend_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, 
 static int send_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     MPI_Request q;
-    int rc = isend_c(m, buf, count, dt, dest, tag, comm, &q);
+    int rc = post_send_c(m, 0, buf, count, dt, dest, tag, comm, &q);
     return rc == MPI_SUCCESS ? msh_host_wait(&q, MPI_STATUS_IGNORE) : rc;
-}
-
-static int send_init_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
-                       MPI_Comm comm, MPI_Request *req)
-{
-    MPI_Comm c = send_comm(comm, dest, tag);
-    int locked = msh_host_enter();
-    int rc = host_send_init_c(m, buf, count, dt, dest, tag, c, req);
-    msh_host_exit(locked);
-    return rc;
 }
 
 #define SEND_C_WRAPPERS(NAME, INAME, MODE)                                                                      \
@@ -105,14 +94,14 @@ static int send_init_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype 
     {                                                                                                           \
         if (!msh_on())                                                                                          \
             return PMPI_##INAME##_c(buf, count, dt, dest, tag, comm, req);                                      \
-        return isend_c(MODE, buf, count, dt, dest, tag, comm, req);                                             \
+        return post_send_c(MODE, 0, buf, count, dt, dest, tag, comm, req);                                      \
     }                                                                                                           \
     MSH_EXPORT int MPI_##NAME##_init_c(const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,     \
                                        MPI_Comm comm, MPI_Request *req)                                         \
     {                                                                                                           \
         if (!msh_on())                                                                                          \
             return PMPI_##NAME##_init_c(buf, count, dt, dest, tag, comm, req);                                  \
-        return send_init_c(MODE, buf, count, dt, dest, tag, comm, req);                                         \
+        return post_send_c(MODE, 1, buf, count, dt, dest, tag, comm, req);                                      \
     }
 
 SEND_C_WRAPPERS(Send, Isend, C_SEND)
@@ -120,19 +109,27 @@ SEND_C_WRAPPERS(Ssend, Issend, C_SSEND)
 SEND_C_WRAPPERS(Bsend, Ibsend, C_BSEND)
 SEND_C_WRAPPERS(Rsend, Irsend, C_RSEND)
 
-MSH_EXPORT int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                           MPI_Request *req)
+/* A nonblocking or persistent receive on its route. */
+static int post_recv_c(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag,
+                       MPI_Comm comm, MPI_Request *req)
 {
-    if (!msh_on())
-        return PMPI_Irecv_c(buf, count, dt, source, tag, comm, req);
     MPI_Comm c;
     int rc = recv_comm(comm, source, tag, &c);
     if (rc != MPI_SUCCESS)
         return rc;
     int locked = msh_host_enter();
-    rc = PMPI_Irecv_c(buf, count, dt, source, tag, c, req);
+    rc = persistent ? PMPI_Recv_init_c(buf, count, dt, source, tag, c, req)
+                    : PMPI_Irecv_c(buf, count, dt, source, tag, c, req);
     msh_host_exit(locked);
     return rc;
+}
+
+MSH_EXPORT int MPI_Irecv_c(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+                           MPI_Request *req)
+{
+    if (!msh_on())
+        return PMPI_Irecv_c(buf, count, dt, source, tag, comm, req);
+    return post_recv_c(0, buf, count, dt, source, tag, comm, req);
 }
 
 static int recv_c_call(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -156,14 +153,7 @@ MSH_EXPORT int MPI_Recv_init_c(void *buf, MPI_Count count, MPI_Datatype dt, int 
 {
     if (!msh_on())
         return PMPI_Recv_init_c(buf, count, dt, source, tag, comm, req);
-    MPI_Comm c;
-    int rc = recv_comm(comm, source, tag, &c);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    int locked = msh_host_enter();
-    rc = PMPI_Recv_init_c(buf, count, dt, source, tag, c, req);
-    msh_host_exit(locked);
-    return rc;
+    return post_recv_c(1, buf, count, dt, source, tag, comm, req);
 }
 
 /* The receive first, so that a send to this process itself finds it; one
@@ -180,7 +170,7 @@ static int sendrecv_c_call(const void *sendbuf, MPI_Count sendcount, MPI_Datatyp
     int rc = MPI_Irecv_c(recvbuf, recvcount, recvtype, source, recvtag, comm, &q[0]);
     if (rc != MPI_SUCCESS)
         return rc;
-    rc = isend_c(C_SEND, sendbuf, sendcount, sendtype, dest, sendtag, comm, &q[1]);
+    rc = post_send_c(C_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &q[1]);
     if (rc != MPI_SUCCESS) {
         int locked = msh_host_enter();
         PMPI_Cancel(&q[0]);
