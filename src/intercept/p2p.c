@@ -73,20 +73,6 @@ static int fwd_sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtyp
     return rc;
 }
 
-static int fwd_probe(int source, int tag, MPI_Comm c, MPI_Message *message, MPI_Status *status)
-{
-    if (MSH_LIKELY(!msh_part_setup_pending()))
-        return message ? PMPI_Mprobe(source, tag, c, message, status) : PMPI_Probe(source, tag, c, status);
-    for (;;) {
-        int flag = 0;
-        int rc = message ? PMPI_Improbe(source, tag, c, &flag, message, status)
-                         : PMPI_Iprobe(source, tag, c, &flag, status);
-        if (rc != MPI_SUCCESS || flag)
-            return rc;
-        msh_idle();
-    }
-}
-
 static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
 {
     if (MSH_LIKELY(!msh_part_setup_pending()))
@@ -310,54 +296,18 @@ MSH_EXPORT int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int d
 
 /* ------------------------------------------------------------ probes */
 
-/* Give progress a chance while a blocking probe spins. */
-static void probe_backoff(msh_vci *v)
-{
-    if (msh_progress_try(v->idx) == 0)
-        sched_yield();
-}
-
-/* The four probes: message == NULL for Probe/Iprobe, flag == NULL for the
- * blocking ones (which loop on the nonblocking host probe, giving progress
- * a chance between tries, so no thread blocks in the host). */
-static int probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status)
-{
-    msh_route rt;
-    int rc = msh_recv_route(comm, source, tag, &rt, NULL);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    if (!flag && msh_solo_enter()) {
-        rc = fwd_probe(source, tag, rt.comm, message, status);
-        msh_solo_exit();
-        return rc;
-    }
-    for (;;) {
-        int f = 0;
-        if (MSH_UNLIKELY(msh_queue_on))
-            msh_queue_drain_all(); /* see what the queued sends would have sent */
-        msh_vci_lock(rt.vci);
-        rc = msh_tp_probe(rt.vci->tp, source, tag, rt.comm, &f, message, status);
-        msh_vci_unlock(rt.vci);
-        if (flag && rc == MPI_SUCCESS)
-            *flag = f;
-        if (flag || rc != MPI_SUCCESS || f)
-            return rc; /* the status as the host's probe left it, MPI_ERROR too */
-        probe_backoff(rt.vci);
-    }
-}
-
 MSH_EXPORT int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status)
 {
     if (!msh_on())
         return PMPI_Iprobe(source, tag, comm, flag, status);
-    return probe(source, tag, comm, flag, NULL, status);
+    return msh_probe(source, tag, comm, flag, NULL, status);
 }
 
 MSH_EXPORT int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status)
 {
     if (!msh_on())
-        return fwd_probe(source, tag, comm, NULL, status);
-    return probe(source, tag, comm, NULL, NULL, status);
+        return msh_host_probe(source, tag, comm, NULL, status);
+    return msh_probe(source, tag, comm, NULL, NULL, status);
 }
 
 MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
@@ -365,14 +315,14 @@ MSH_EXPORT int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag, MPI_Me
 {
     if (!msh_on())
         return PMPI_Improbe(source, tag, comm, flag, message, status);
-    return probe(source, tag, comm, flag, message, status);
+    return msh_probe(source, tag, comm, flag, message, status);
 }
 
 MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status)
 {
     if (!msh_on())
-        return fwd_probe(source, tag, comm, message, status);
-    return probe(source, tag, comm, NULL, message, status);
+        return msh_host_probe(source, tag, comm, message, status);
+    return msh_probe(source, tag, comm, NULL, message, status);
 }
 
 /* A matched message carries no communicator: its receive goes on the

@@ -1,6 +1,8 @@
 /* Posting a point-to-point operation (see post.h). */
 #include "sync/post.h"
 
+#include <sched.h>
+
 #include "sync/queue.h"
 #include "sync/solo.h"
 #include "sync/notes.h"
@@ -187,4 +189,53 @@ int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int sou
     r->procnull = source == MPI_PROC_NULL;
     msh_watchdog_note(r, source, tag, comm);
     return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
+}
+
+/* ------------------------------------------------------------ probes */
+
+int msh_host_probe(int source, int tag, MPI_Comm c, MPI_Message *message, MPI_Status *status)
+{
+    if (MSH_LIKELY(!msh_sweep_wanted()))
+        return message ? PMPI_Mprobe(source, tag, c, message, status) : PMPI_Probe(source, tag, c, status);
+    for (;;) {
+        int flag = 0;
+        int rc = message ? PMPI_Improbe(source, tag, c, &flag, message, status)
+                         : PMPI_Iprobe(source, tag, c, &flag, status);
+        if (rc != MPI_SUCCESS || flag)
+            return rc;
+        msh_idle();
+    }
+}
+
+/* Give progress a chance while a blocking probe spins. */
+static void probe_backoff(msh_vci *v)
+{
+    if (msh_progress_try(v->idx) == 0)
+        sched_yield();
+}
+
+int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status)
+{
+    msh_route rt;
+    int rc = msh_recv_route(comm, source, tag, &rt, NULL);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (!flag && msh_solo_enter()) {
+        rc = msh_host_probe(source, tag, rt.comm, message, status);
+        msh_solo_exit();
+        return rc;
+    }
+    for (;;) {
+        int f = 0;
+        if (MSH_UNLIKELY(msh_queue_on))
+            msh_queue_drain_all(); /* see what the queued sends would have sent */
+        msh_vci_lock(rt.vci);
+        rc = msh_tp_probe(rt.vci->tp, source, tag, rt.comm, &f, message, status);
+        msh_vci_unlock(rt.vci);
+        if (flag && rc == MPI_SUCCESS)
+            *flag = f;
+        if (flag || rc != MPI_SUCCESS || f)
+            return rc; /* the status as the host's probe left it, MPI_ERROR too */
+        probe_backoff(rt.vci);
+    }
 }

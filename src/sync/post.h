@@ -72,4 +72,15 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, int count, MP
 int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
                   MPI_Request *req, msh_blocking *now);
 
+/* The host's blocking probe (message == NULL: MPI_Probe, else MPI_Mprobe)
+ * on c; while partitioned setups wait for their headers it polls instead
+ * and lets them progress. */
+int msh_host_probe(int source, int tag, MPI_Comm c, MPI_Message *message, MPI_Status *status);
+
+/* The four probes: message == NULL for Probe/Iprobe, flag == NULL for the
+ * blocking ones, which loop on the transport's nonblocking probe on the
+ * route's VCI, giving progress a chance between tries, so that no thread
+ * blocks in the host. */
+int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status);
+
 #endif
