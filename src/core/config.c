@@ -43,6 +43,7 @@ static const char *const route_words[]    = { "target", "thread", NULL };
 static const char *const fence_words[]    = { "host", "passive", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
 static const char *const coll_words[]     = { "nonblocking", "host", NULL };
+static const char *const fabric_words[]   = { "off", "auto", "shm", "tcp", "verbs", NULL };
 static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
 
 /* Indexed by msh_cfg_id, so that an entry cannot drift from its id
@@ -71,6 +72,7 @@ static const msh_cfg_var vars[] = {
     [MSH_CFG_PROGRESS_CPU]    = { "MPISHIM_PROGRESS_CPU",   V_INT,   F(progress_cpu),    NULL, 0, 65535, "auto", NULL, -1 },
     [MSH_CFG_HOG_MS]          = { "MPISHIM_HOG_MS",         V_INT,   F(hog_ms),          NULL, 0, 60000, "off", NULL },
     [MSH_CFG_COLL]            = { "MPISHIM_COLL",           V_ENUM,  F(coll),            coll_words, 0, 0, NULL, NULL },
+    [MSH_CFG_FABRIC]          = { "MPISHIM_FABRIC",         V_ENUM,  F(fabric),          fabric_words, 0, 0, NULL, NULL },
 };
 #undef F
 #define NVARS (sizeof vars / sizeof vars[0])
@@ -150,6 +152,16 @@ static const char *const docs[] = {
                      "so a thread waiting in a collective sleeps instead of spinning in the host. `host`: the host's "
                      "blocking call, at the host's speed; set it on every rank (the ranks agree on `nonblocking` "
                      "otherwise, and whenever the host is serialized or posts are queued).",
+    [MSH_CFG_FABRIC] = "Experimental. Gives every VCI its own libfabric endpoint, completion queue and address vector, "
+                       "so that threads on different VCIs share no lock, and carries the point-to-point traffic of "
+                       "the communicators made from MPI_COMM_WORLD on them (inter-communicators and communicators "
+                       "with spawned processes stay on the host, as do collectives, one-sided and I/O). `off`: "
+                       "every VCI is a communicator of the host. `shm`: the shared-memory provider (one node). "
+                       "`tcp`: TCP with reliable datagrams (`tcp;ofi_rxm`). `verbs`: InfiniBand or RoCE "
+                       "(`verbs;ofi_rxm`). `auto`: `shm` when every rank is on one node, else `tcp`. Set it the "
+                       "same on every rank; libfabric is loaded only when it is not `off`. Needs a host that "
+                       "provides MPI_THREAD_MULTIPLE. Not yet carried: matched probes (MPI_Mprobe, MPI_Improbe), "
+                       "large-count and MPI_Isendrecv calls (MPI-4 hosts), spreading maps other than `comm`.",
 };
 _Static_assert(sizeof docs / sizeof docs[0] == MSH_CFG_NVARS, "a description per variable");
 
@@ -173,6 +185,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->progress_cpu   = -1; /* auto: see msh_topo_progress_cpu */
     cfg->hog_ms         = 1000; /* see src/sync/progress.c */
     cfg->coll           = MSH_COLL_NONBLOCKING;
+    cfg->fabric         = MSH_FABRIC_OFF;
 }
 
 /* ------------------------------------------------------------ helpers */

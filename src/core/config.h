@@ -26,6 +26,9 @@ typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
 typedef enum { MSH_WIN_FENCE_HOST, MSH_WIN_FENCE_PASSIVE } msh_win_fence_mode;
 typedef enum { MSH_WIN_FLUSH_LOCAL_AUTO, MSH_WIN_FLUSH_LOCAL_HOST, MSH_WIN_FLUSH_LOCAL_FLUSH } msh_win_flush_local;
 typedef enum { MSH_COLL_NONBLOCKING, MSH_COLL_HOST } msh_coll_form;
+/* MPISHIM_FABRIC: off, or the libfabric provider family the VCIs' own
+ * endpoints use (transport/fabric.c). */
+typedef enum { MSH_FABRIC_OFF, MSH_FABRIC_AUTO, MSH_FABRIC_SHM, MSH_FABRIC_TCP, MSH_FABRIC_VERBS } msh_fabric;
 
 /* MPISHIM_ASSERT flags (and the matching mpi_assert_* info keys); bit i is
  * the i-th word of MPISHIM_ASSERT in config.c's table. */
@@ -60,6 +63,7 @@ typedef enum {
     MSH_CFG_PROGRESS_CPU,
     MSH_CFG_HOG_MS,
     MSH_CFG_COLL,
+    MSH_CFG_FABRIC,
     MSH_CFG_NVARS
 } msh_cfg_id;
 
@@ -86,6 +90,7 @@ typedef struct msh_config {
     int                 progress_cpu;   /* MPISHIM_PROGRESS_CPU: a CPU, -1 = auto */
     int                 hog_ms;         /* MPISHIM_HOG_MS: hog mode's period, 0 = off */
     msh_coll_form       coll;           /* MPISHIM_COLL */
+    msh_fabric          fabric;         /* MPISHIM_FABRIC */
     /* Which fields came from the environment (bit i = table entry i). */
     unsigned long       from_env;
 } msh_config;

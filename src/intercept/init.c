@@ -43,9 +43,15 @@ static int runtime_start(int serialized)
      * serialized (the host lock would be held for the whole call, which
      * can wait for another thread's message) or posts are queued (a direct
      * call must not overtake them). */
-    int agree[2] = { n, msh_cfg.coll == MSH_COLL_HOST && !serialized && msh_cfg.progress != MSH_PROGRESS_COMBINE &&
-                            msh_cfg.progress != MSH_PROGRESS_OFFLOAD };
-    PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int agree[3] = { n,
+                     msh_cfg.coll == MSH_COLL_HOST && !serialized && msh_cfg.progress != MSH_PROGRESS_COMBINE &&
+                         msh_cfg.progress != MSH_PROGRESS_OFFLOAD,
+                     msh_cfg.fabric != MSH_FABRIC_OFF };
+    PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (msh_cfg.fabric != MSH_FABRIC_OFF && !agree[2]) {
+        msh_log_once("MPISHIM_FABRIC is off: a rank did not set it");
+        msh_cfg.fabric = MSH_FABRIC_OFF; /* the fabric's open is collective */
+    }
     n = agree[0];
     msh_rt.coll_host = agree[1];
     if (msh_cfg.coll == MSH_COLL_HOST && !agree[1])

@@ -35,7 +35,7 @@ static int host_recv(int persistent, void *buf, int count, MPI_Datatype dt, int 
 
 static inline int now_path(const msh_blocking *now)
 {
-    return now && !msh_queue_active();
+    return now && msh_tp_direct && !msh_queue_active();
 }
 
 /* The tests of a blocking call's fresh host request h (posted with result

@@ -3,6 +3,7 @@
 
 #include "core/log.h"
 #include "core/runtime.h"
+#include "transport/transport.h"
 
 _Atomic int msh_solo_on;
 _Atomic uintptr_t msh_solo_owner;
@@ -41,6 +42,6 @@ void msh_solo_start(int serialized)
     /* Not with a progress thread either: it is a second thread in the
      * shim from the start, and the solo path beside it measured 3-4x
      * slower than the runtime path at T = 1 on MPICH 4.0. */
-    atomic_store_explicit(&msh_solo_on, msh_cfg.solo && !serialized && !msh_progress_has_thread(),
+    atomic_store_explicit(&msh_solo_on, msh_cfg.solo && !serialized && !msh_progress_has_thread() && msh_tp_direct,
                           memory_order_release);
 }

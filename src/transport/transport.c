@@ -5,12 +5,21 @@
 
 /* Each transport's open function, defined in its own file. */
 msh_tp *msh_tp_host_open(int idx, const char **why);
+msh_tp *msh_tp_fabric_open(int idx, const char **why);
+
+/* The fabric's communicator table (fabric.c). */
+int msh_fab_comm_add(MPI_Comm c, int inter);
+void msh_fab_comm_remove(MPI_Comm c);
+const char *msh_fab_provider(void);
+
+int msh_tp_direct = 1;
 
 static const struct {
     const char *name;
     msh_tp *(*open)(int idx, const char **why);
 } transports[] = {
     { "host", msh_tp_host_open },
+    { "fabric", msh_tp_fabric_open },
 };
 
 msh_tp *msh_tp_open(const char *name, int idx, const char **why)
@@ -20,4 +29,20 @@ msh_tp *msh_tp_open(const char *name, int idx, const char **why)
             return transports[i].open(idx, why);
     *why = "no such transport";
     return NULL;
+}
+
+int msh_tp_comm_add(MPI_Comm c, int inter)
+{
+    return msh_tp_direct ? MPI_SUCCESS : msh_fab_comm_add(c, inter);
+}
+
+void msh_tp_comm_remove(MPI_Comm c)
+{
+    if (!msh_tp_direct)
+        msh_fab_comm_remove(c);
+}
+
+const char *msh_tp_fabric_provider(void)
+{
+    return msh_fab_provider();
 }

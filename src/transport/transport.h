@@ -119,6 +119,23 @@ typedef struct msh_tp {
  * static string) if there is no such transport or it cannot open. */
 msh_tp *msh_tp_open(const char *name, int idx, const char **why);
 
+/* Whether the host may carry a VCI's point-to-point messages directly,
+ * outside its transport (the solo path, a blocking call's post): true until
+ * a transport that carries communicators of its own opens (fabric.c); then
+ * every message of such a communicator must go through it, or matching
+ * would span two transports. Written once, at init. */
+extern int msh_tp_direct;
+
+/* A communicator the shim registered (collective over c: every member
+ * calls it, in the same order as its other collectives on c), and its
+ * removal (MPI_Comm_free). A transport that carries communicators of its
+ * own decides here, the same on every member, whether it carries c. */
+int msh_tp_comm_add(MPI_Comm c, int inter);
+void msh_tp_comm_remove(MPI_Comm c);
+
+/* The provider the fabric transport uses, or NULL when it is off. */
+const char *msh_tp_fabric_provider(void);
+
 /* The host's own nonblocking or persistent call for m, outside any VCI:
  * the forwarding paths (runtime off, solo), which are the host by
  * definition. */

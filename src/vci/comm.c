@@ -141,8 +141,16 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
         }
         mc->ndups = k;
     }
+    /* Which transport carries each (collective over c, like the twins). */
+    int rc = msh_tp_comm_add(c, mc->inter);
+    for (int i = 0; i < mc->ndups && rc == MPI_SUCCESS; i++)
+        rc = msh_tp_comm_add(mc->dups[i], mc->inter);
+    if (rc != MPI_SUCCESS) {
+        free_entry(mc);
+        return rc;
+    }
     gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
-    int rc = msh_htab_insert(&table, &mc->h);
+    rc = msh_htab_insert(&table, &mc->h);
     if (rc != MPI_SUCCESS)
         free_entry(mc);
     return rc;
@@ -152,8 +160,11 @@ static void free_entry(msh_comm *mc)
 {
     if (mc->gated)
         atomic_fetch_sub_explicit(&msh_comm_gate, 1, memory_order_relaxed);
-    for (int i = 0; i < mc->ndups; i++)
+    msh_tp_comm_remove(mc->user);
+    for (int i = 0; i < mc->ndups; i++) {
+        msh_tp_comm_remove(mc->dups[i]);
         PMPI_Comm_free(&mc->dups[i]);
+    }
     free(mc->dups);
     free(mc);
 }

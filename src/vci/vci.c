@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "core/log.h"
 
 msh_vci_pool msh_pool;
@@ -34,14 +35,28 @@ int msh_vci_pool_init(int n, int serialized)
         v[i].idx = i;
     }
     pthread_mutexattr_destroy(&aa);
+    /* The fabric, where asked for and possible (the same on every process:
+     * its open agrees), else the host. */
+    int fabric = msh_cfg.fabric != MSH_FABRIC_OFF && !serialized;
+    if (msh_cfg.fabric != MSH_FABRIC_OFF && serialized)
+        msh_log("MPISHIM_FABRIC: not with a serialized host; the host carries every message");
     for (int i = 0; i < n; i++) {
         const char *why = NULL;
+        if (fabric) {
+            v[i].tp = msh_tp_open("fabric", i, &why);
+            if (v[i].tp)
+                continue;
+            msh_log("MPISHIM_FABRIC: VCI %d: %s; the host carries its messages", i, why);
+            fabric = 0;
+        }
         v[i].tp = msh_tp_open("host", i, &why);
         if (!v[i].tp) {
             msh_log("VCI %d: cannot open its transport: %s", i, why);
             return -1;
         }
     }
+    if (fabric && msh_cfg.verbose)
+        msh_log("MPISHIM_FABRIC: provider %s, an endpoint for each of %d VCIs", msh_tp_fabric_provider(), n);
     msh_pool.v = v;
     msh_pool.n = n;
     msh_pool.serialized = serialized;

@@ -1,0 +1,1026 @@
+/* The fabric transport: each VCI owns a libfabric domain, endpoint,
+ * completion queue and address vector, so that threads on different VCIs
+ * share no lock with each other or with the host (the way MPICH's ch4/ofi
+ * gives each VCI its own endpoint: Zambre, Chandramowliswharan and Balaji,
+ * "How I learned to stop worrying about user-visible endpoints and love
+ * MPI", ICS 2020).
+ *
+ * VCI i of every process talks to VCI i of every other; the endpoint names
+ * are exchanged once, at init, through the host (MPI_COMM_WORLD). The
+ * communicators the fabric carries are the intra-communicators made from
+ * MPI_COMM_WORLD that the shim registers (msh_tp_comm_add); every other
+ * communicator, and the host's own requests (collectives), stay with the
+ * host transport this one wraps, so that a communicator's messages are
+ * matched by one transport only.
+ *
+ * Matching is the provider's tagged matching. A message's 64-bit tag:
+ *   bit 63      an acknowledgement (synchronous sends, below)
+ *   bit 62      the message is a synchronous send's
+ *   bits 32-61  the communicator's fabric id
+ *   bits 0-31   the MPI tag (the ack's: the sender's sequence number)
+ * The remote data (64 bits) carries the sender's rank in the communicator
+ * (low half) and, for a synchronous send, its sequence number (high half).
+ * A receive from a given source is a directed receive (FI_DIRECTED_RECV)
+ * from that process's endpoint; MPI_ANY_TAG ignores the low 32 bits. The
+ * provider keeps messages from one sender in order (FI_ORDER_SAS), which
+ * with in-order matching gives MPI's non-overtaking rule.
+ *
+ * A synchronous send completes once its receive has matched: the receiver
+ * answers a matched synchronous message with an empty acknowledgement,
+ * which the sender receives (a directed receive posted with the send).
+ *
+ * Datatypes: a named type goes straight from or to the user's buffer; any
+ * other is packed (send) or received into a packed buffer and unpacked.
+ *
+ * Locking: everything runs under the VCI's lock (FI_THREAD_DOMAIN), which
+ * is what keeps one VCI's domain from ever being touched by two threads.
+ *
+ * libfabric is loaded with dlopen when a job asks for it (MPISHIM_FABRIC):
+ * Debian's build pulls in PSM libraries whose start-up costs and signal
+ * handlers no job without the fabric should pay. */
+#include "transport/transport.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/log.h"
+
+#ifndef HAVE_LIBFABRIC
+
+msh_tp *msh_tp_fabric_open(int idx, const char **why);
+msh_tp *msh_tp_fabric_open(int idx, const char **why)
+{
+    (void)idx;
+    *why = "built without libfabric";
+    return NULL;
+}
+int msh_fab_comm_add(MPI_Comm c, int inter);
+int msh_fab_comm_add(MPI_Comm c, int inter)
+{
+    (void)c, (void)inter;
+    return MPI_SUCCESS;
+}
+void msh_fab_comm_remove(MPI_Comm c);
+void msh_fab_comm_remove(MPI_Comm c) { (void)c; }
+const char *msh_fab_provider(void);
+const char *msh_fab_provider(void) { return NULL; }
+
+#else
+
+#include <dlfcn.h>
+#include <unistd.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include "core/htab.h"
+
+#define TAG_ACK (1ULL << 63)
+#define TAG_SYNC (1ULL << 62)
+#define TAG_CID_SHIFT 32
+#define CID_BITS 30
+#define TAG_LOW 0xffffffffULL
+
+/* ------------------------------------------------------------ the job */
+
+/* What every VCI shares: the library, the provider's description, the
+ * fabric object, the world's size and this process's rank in it. */
+static struct {
+    void *lib;
+    int (*getinfo)(uint32_t, const char *, const char *, uint64_t, const struct fi_info *, struct fi_info **);
+    void (*freeinfo)(struct fi_info *);
+    struct fi_info *(*dupinfo)(const struct fi_info *);
+    int (*fabric)(struct fi_fabric_attr *, struct fid_fabric **, void *);
+    struct fi_info *info;
+    struct fid_fabric *fab;
+    int wsize, wrank;
+    int failed; /* the job agreed not to use the fabric */
+    char prov[64];
+} job;
+
+/* A communicator the fabric carries: its id, this process's rank, and the
+ * world rank of each member (the index of its endpoint in every VCI's
+ * address vector). Removed only by MPI_Comm_free. */
+typedef struct fab_comm {
+    msh_hent h;
+    uint64_t cid_bits; /* cid << TAG_CID_SHIFT */
+    int rank, size;
+    int world[];
+} fab_comm;
+
+static msh_htab comms = MSH_HTAB_INIT;
+static unsigned next_cid = 1; /* this process's counter, as rank 0 of a new communicator */
+static pthread_mutex_t cid_mtx = PTHREAD_MUTEX_INITIALIZER;
+
+static inline fab_comm *comm_of(MPI_Comm c)
+{
+    return (fab_comm *)msh_htab_lookup(&comms, msh_handle_key(&c, sizeof c));
+}
+
+const char *msh_fab_provider(void);
+const char *msh_fab_provider(void)
+{
+    return job.fab && !job.failed ? job.prov : NULL;
+}
+
+/* Load libfabric's handful of real functions (the rest are inline calls
+ * through the objects' operation tables). */
+static const char *load(void)
+{
+    /* The PSM libraries Debian's libfabric links install signal handlers
+     * unless told not to; the host's crash reports must stay the host's. */
+    setenv("IPATH_NO_BACKTRACE", "1", 0);
+    setenv("HFI_NO_BACKTRACE", "1", 0);
+    job.lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!job.lib)
+        return "cannot load libfabric.so.1";
+    *(void **)&job.getinfo = dlsym(job.lib, "fi_getinfo");
+    *(void **)&job.freeinfo = dlsym(job.lib, "fi_freeinfo");
+    *(void **)&job.dupinfo = dlsym(job.lib, "fi_dupinfo");
+    *(void **)&job.fabric = dlsym(job.lib, "fi_fabric");
+    if (!job.getinfo || !job.freeinfo || !job.dupinfo || !job.fabric)
+        return "libfabric.so.1 lacks fi_getinfo, fi_freeinfo, fi_dupinfo or fi_fabric";
+    return NULL;
+}
+
+/* Every rank on this process's node? (the hostnames, gathered). */
+static int one_node(void)
+{
+    char me[64] = { 0 };
+    gethostname(me, sizeof me - 1);
+    char *all = calloc((size_t)job.wsize, sizeof me);
+    if (!all)
+        return 0;
+    PMPI_Allgather(me, sizeof me, MPI_CHAR, all, sizeof me, MPI_CHAR, MPI_COMM_WORLD);
+    int same = 1;
+    for (int i = 0; i < job.wsize && same; i++)
+        same = strncmp(all + (size_t)i * sizeof me, me, sizeof me) == 0;
+    free(all);
+    return same;
+}
+
+static const char *provider_name(void)
+{
+    switch (msh_cfg.fabric) {
+    case MSH_FABRIC_SHM:   return "shm";
+    case MSH_FABRIC_TCP:   return "tcp;ofi_rxm";
+    case MSH_FABRIC_VERBS: return "verbs;ofi_rxm";
+    default:               return one_node() ? "shm" : "tcp;ofi_rxm";
+    }
+}
+
+static const char *query(const char *prov)
+{
+    struct fi_info *hints = job.dupinfo(NULL);
+    if (!hints)
+        return "out of memory";
+    hints->caps = FI_TAGGED | FI_DIRECTED_RECV;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2;
+    hints->ep_attr->type = FI_EP_RDM;
+    hints->domain_attr->threading = FI_THREAD_DOMAIN;
+    hints->domain_attr->mr_mode = 0;
+    hints->domain_attr->av_type = FI_AV_TABLE;
+    hints->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+    hints->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+    hints->tx_attr->msg_order = FI_ORDER_SAS;
+    hints->rx_attr->msg_order = FI_ORDER_SAS;
+    hints->fabric_attr->prov_name = strdup(prov);
+    int rc = job.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &job.info);
+    job.freeinfo(hints);
+    if (rc != 0 || !job.info)
+        return "the provider offers no tagged, ordered, directed-receive endpoint";
+    if (job.info->domain_attr->cq_data_size < 8)
+        return "the provider's remote data is under 8 bytes";
+    snprintf(job.prov, sizeof job.prov, "%s", job.info->fabric_attr->prov_name);
+    if (job.fabric(job.info->fabric_attr, &job.fab, NULL) != 0)
+        return "fi_fabric failed";
+    return NULL;
+}
+
+/* Once, for VCI 0 (every process opens its VCIs in the same order, at
+ * init): load, choose the provider, and agree: if any process cannot, no
+ * process uses the fabric. */
+static const char *job_open(void)
+{
+    PMPI_Comm_size(MPI_COMM_WORLD, &job.wsize);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &job.wrank);
+    const char *why = load();
+    const char *prov = provider_name();
+    if (!why)
+        why = query(prov);
+    int ok = !why, all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) {
+        job.failed = 1;
+        return why ? why : "another process cannot open it";
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ requests */
+
+enum { OP_SEND, OP_RECV, OP_PROBE };
+enum { CTX_MAIN, CTX_ACK };
+
+struct fab_req;
+typedef struct fab_ctx {
+    struct fi_context2 f; /* the provider's, first */
+    struct fab_req *req;
+    int which;
+} fab_ctx;
+
+typedef struct fab_req {
+    fab_ctx main, ack;
+    int slot;
+    uint8_t op, mode, persistent, active, tracked, orphan;
+    int pending;         /* completions still to come */
+    void *ctx;           /* the engine's, when tracked */
+    /* the operation */
+    void *ubuf;
+    int count;
+    MPI_Datatype dt;
+    int peer, tag;
+    MPI_Comm comm;
+    fab_comm *fc;
+    void *tmp;           /* packed data */
+    size_t len;
+    MPI_Status status;
+    int probe_found;
+} fab_req;
+
+typedef struct fab_tp {
+    msh_tp base;
+    msh_tp *host;        /* everything the fabric does not carry */
+    struct fid_domain *dom;
+    struct fid_ep *ep;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    fi_addr_t *addr;     /* by world rank */
+    fab_req **slots;
+    int nslots, free_head;
+    int *free_next;
+    int ntracked;        /* fabric requests tracked, done ones not yet polled included */
+    uint32_t seq;        /* synchronous sends */
+    msh_tp_done *done;   /* completed tracked requests not yet polled */
+    int ndone, capdone;
+    msh_tp_done *out;    /* what poll returns */
+    int capout;
+} fab_tp;
+
+static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
+
+/* A transport request word for a slot, and back. Values the hosts never
+ * use for a request: odd addresses for Open MPI (its requests are aligned
+ * objects), small positive ints for MPICH (handle kind 0, below
+ * MPI_REQUEST_NULL's 0x2c000000). */
+#define SLOT_MAX (1 << 24)
+static inline msh_tp_req enc(int slot)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    return (msh_tp_req)(uintptr_t)(((uintptr_t)slot << 1) | 1);
+#else
+    return (msh_tp_req)(slot + 1);
+#endif
+}
+static inline int dec(msh_tp_req t)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    uintptr_t u = (uintptr_t)t;
+    return (u & 1) && (u >> 1) < SLOT_MAX ? (int)(u >> 1) : -1;
+#else
+    long u = (long)t;
+    return u >= 1 && u <= SLOT_MAX ? (int)(u - 1) : -1;
+#endif
+}
+
+static fab_req *req_new(fab_tp *f)
+{
+    if (f->free_head < 0) {
+        int n = f->nslots ? f->nslots * 2 : 256;
+        if (n > SLOT_MAX)
+            return NULL;
+        fab_req **s = realloc(f->slots, sizeof *s * (size_t)n);
+        if (!s)
+            return NULL;
+        f->slots = s;
+        int *fn = realloc(f->free_next, sizeof *fn * (size_t)n);
+        if (!fn)
+            return NULL;
+        f->free_next = fn;
+        for (int i = f->nslots; i < n; i++) {
+            f->slots[i] = NULL;
+            f->free_next[i] = i + 1 < n ? i + 1 : -1;
+        }
+        f->free_head = f->nslots;
+        f->nslots = n;
+    }
+    int i = f->free_head;
+    fab_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    f->free_head = f->free_next[i];
+    r->slot = i;
+    r->main.req = r->ack.req = r;
+    r->main.which = CTX_MAIN;
+    r->ack.which = CTX_ACK;
+    f->slots[i] = r;
+    return r;
+}
+
+static void req_free(fab_tp *f, fab_req *r)
+{
+    f->slots[r->slot] = NULL;
+    f->free_next[r->slot] = f->free_head;
+    f->free_head = r->slot;
+    free(r->tmp);
+    free(r);
+}
+
+static inline fab_req *req_of(fab_tp *f, msh_tp_req t)
+{
+    int s = dec(t);
+    return s >= 0 && s < f->nslots ? f->slots[s] : NULL;
+}
+
+/* ------------------------------------------------------------ completions */
+
+static int push_done(fab_tp *f, void *ctx, msh_tp_req treq, const MPI_Status *st)
+{
+    if (f->ndone == f->capdone) {
+        int n = f->capdone ? f->capdone * 2 : 64;
+        msh_tp_done *d = realloc(f->done, sizeof *d * (size_t)n);
+        if (!d)
+            return MPI_ERR_NO_MEM;
+        f->done = d;
+        f->capdone = n;
+    }
+    f->done[f->ndone++] = (msh_tp_done){ .ctx = ctx, .treq = treq, .status = *st };
+    return MPI_SUCCESS;
+}
+
+/* r has nothing more to come: hand it to the engine (tracked), leave it
+ * for wait or test (not tracked), or drop it (released while active). */
+static void finish(fab_tp *f, fab_req *r)
+{
+    r->active = 0;
+    free(r->tmp);
+    r->tmp = NULL;
+    if (r->orphan) {
+        req_free(f, r);
+    } else if (r->tracked) {
+        r->tracked = 0;
+        /* No memory for the record: the request stays done, and waits for
+         * a poll that finds room (the engine keeps it tracked meanwhile). */
+        if (push_done(f, r->ctx, r->persistent ? enc(r->slot) : MPI_REQUEST_NULL, &r->status) == MPI_SUCCESS &&
+            !r->persistent)
+            req_free(f, r);
+    }
+}
+
+static int is_named(MPI_Datatype dt)
+{
+    int ni, na, nd, combiner;
+    return PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED;
+}
+
+static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
+{
+    MPI_Status *st = &r->status;
+    st->MPI_SOURCE = (int)(uint32_t)data;
+    st->MPI_TAG = (int)(tag & TAG_LOW);
+    st->MPI_ERROR = err;
+    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
+    PMPI_Status_set_cancelled(st, 0);
+    if (r->tmp && len > 0) {
+        int tsize = 0, pos = 0;
+        PMPI_Type_size(r->dt, &tsize);
+        int n = tsize > 0 ? (int)(len / (size_t)tsize) : 0;
+        PMPI_Unpack(r->tmp, (int)len, &pos, r->ubuf, n, r->dt, MPI_COMM_WORLD);
+    }
+}
+
+static int progress(fab_tp *f);
+
+/* Answer a matched synchronous message from world rank w. */
+static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
+{
+    uint64_t tag = TAG_ACK | fc->cid_bits | (data >> 32);
+    fi_addr_t to = f->addr[fc->world[src]];
+    while (fi_tinject(f->ep, NULL, 0, to, tag) == -FI_EAGAIN)
+        progress(f);
+}
+
+static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
+{
+    recv_status(r, tag, data, len, err);
+    if (tag & TAG_SYNC)
+        send_ack(f, r->fc, (int)(uint32_t)data, data);
+}
+
+static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
+{
+    fab_ctx *c = e->op_context;
+    fab_req *r = c->req;
+    if (r->op == OP_PROBE) {
+        r->probe_found = 1;
+        r->status.MPI_SOURCE = (int)(uint32_t)e->data;
+        r->status.MPI_TAG = (int)(e->tag & TAG_LOW);
+        r->status.MPI_ERROR = MPI_SUCCESS;
+        PMPI_Status_set_elements_x(&r->status, MPI_BYTE, (MPI_Count)e->len);
+        PMPI_Status_set_cancelled(&r->status, 0);
+        r->pending = 0;
+        return;
+    }
+    if (c->which == CTX_MAIN && r->op == OP_RECV)
+        on_recv(f, r, e->tag, e->data, e->len, MPI_SUCCESS);
+    if (--r->pending == 0)
+        finish(f, r);
+}
+
+static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
+{
+    fab_ctx *c = e->op_context;
+    fab_req *r = c->req;
+    if (r->op == OP_PROBE) {
+        r->probe_found = 0; /* FI_ENOMSG: nothing there */
+        r->pending = 0;
+        return;
+    }
+    if (e->err == FI_ECANCELED) {
+        r->status.MPI_ERROR = MPI_SUCCESS;
+        PMPI_Status_set_cancelled(&r->status, 1);
+    } else if (r->op == OP_RECV && c->which == CTX_MAIN) {
+        on_recv(f, r, e->tag, e->data, e->len, e->err == FI_ETRUNC ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
+    } else {
+        r->status.MPI_ERROR = MPI_ERR_OTHER;
+        msh_log("fabric: VCI %d: operation failed: error %d", f->base.idx, e->err);
+    }
+    if (--r->pending == 0)
+        finish(f, r);
+}
+
+/* Read the completion queue until it is empty. */
+static int progress(fab_tp *f)
+{
+    struct fi_cq_tagged_entry e[16];
+    int total = 0;
+    for (;;) {
+        ssize_t n = fi_cq_read(f->cq, e, 16);
+        if (n > 0) {
+            for (ssize_t k = 0; k < n; k++)
+                on_completion(f, &e[k]);
+            total += (int)n;
+            continue;
+        }
+        if (n == -FI_EAVAIL) {
+            struct fi_cq_err_entry err;
+            memset(&err, 0, sizeof err);
+            if (fi_cq_readerr(f->cq, &err, 0) > 0) {
+                on_error(f, &err);
+                total++;
+                continue;
+            }
+        }
+        return total;
+    }
+}
+
+/* ------------------------------------------------------------ posting */
+
+static int fi_error(int rc)
+{
+    return rc == -FI_ENOMEM ? MPI_ERR_NO_MEM : MPI_ERR_OTHER;
+}
+
+/* Describe m in r (persistent requests keep it for every start). */
+static int describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
+{
+    r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
+    r->mode = (uint8_t)m->mode;
+    r->ubuf = (void *)(uintptr_t)m->buf;
+    r->count = m->count;
+    r->dt = m->dt;
+    r->peer = m->peer;
+    r->tag = m->tag;
+    r->comm = m->comm;
+    r->fc = fc;
+    return MPI_SUCCESS;
+}
+
+/* The bytes of r's operation: the user's buffer for a named type, else a
+ * packed copy (send) or a buffer to unpack from (receive). */
+static int buffer_of(fab_req *r, void **buf, size_t *len)
+{
+    int tsize = 0;
+    if (PMPI_Type_size(r->dt, &tsize) != MPI_SUCCESS)
+        return MPI_ERR_TYPE;
+    if (is_named(r->dt)) {
+        *buf = r->ubuf;
+        *len = (size_t)r->count * (size_t)tsize;
+        return MPI_SUCCESS;
+    }
+    int psize = 0, pos = 0;
+    if (PMPI_Pack_size(r->count, r->dt, MPI_COMM_WORLD, &psize) != MPI_SUCCESS)
+        return MPI_ERR_TYPE;
+    r->tmp = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!r->tmp)
+        return MPI_ERR_NO_MEM;
+    if (r->op == OP_SEND) {
+        int rc = PMPI_Pack(r->ubuf, r->count, r->dt, r->tmp, psize, &pos, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        *len = (size_t)pos;
+    } else {
+        *len = (size_t)psize;
+    }
+    *buf = r->tmp;
+    return MPI_SUCCESS;
+}
+
+static int issue_send(fab_tp *f, fab_req *r, void *buf, size_t len)
+{
+    fab_comm *fc = r->fc;
+    fi_addr_t to = f->addr[fc->world[r->peer]];
+    uint64_t tag = fc->cid_bits | (uint32_t)r->tag, data = (uint32_t)fc->rank;
+    ssize_t rc;
+    r->pending = 1;
+    if (r->mode == MSH_TP_SSEND) {
+        uint32_t seq = ++f->seq;
+        tag |= TAG_SYNC;
+        data |= (uint64_t)seq << 32;
+        while ((rc = fi_trecv(f->ep, NULL, 0, NULL, to, TAG_ACK | fc->cid_bits | seq, 0, &r->ack.f)) == -FI_EAGAIN)
+            progress(f);
+        if (rc)
+            return fi_error((int)rc);
+        r->pending = 2;
+    }
+    while ((rc = fi_tsenddata(f->ep, buf, len, NULL, data, to, tag, &r->main.f)) == -FI_EAGAIN)
+        progress(f);
+    return rc ? fi_error((int)rc) : MPI_SUCCESS;
+}
+
+static int issue_recv(fab_tp *f, fab_req *r, void *buf, size_t len)
+{
+    fab_comm *fc = r->fc;
+    fi_addr_t from = r->peer == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[r->peer]];
+    uint64_t tag = fc->cid_bits, ignore = TAG_SYNC;
+    if (r->tag == MPI_ANY_TAG)
+        ignore |= TAG_LOW;
+    else
+        tag |= (uint32_t)r->tag;
+    ssize_t rc;
+    r->pending = 1;
+    while ((rc = fi_trecv(f->ep, buf, len, NULL, from, tag, ignore, &r->main.f)) == -FI_EAGAIN)
+        progress(f);
+    return rc ? fi_error((int)rc) : MPI_SUCCESS;
+}
+
+static int issue(fab_tp *f, fab_req *r)
+{
+    void *buf = NULL;
+    size_t len = 0;
+    memset(&r->status, 0, sizeof r->status);
+    int rc = buffer_of(r, &buf, &len);
+    if (rc == MPI_SUCCESS)
+        rc = r->op == OP_SEND ? issue_send(f, r, buf, len) : issue_recv(f, r, buf, len);
+    if (rc != MPI_SUCCESS) {
+        free(r->tmp);
+        r->tmp = NULL;
+        return rc;
+    }
+    r->active = 1;
+    return MPI_SUCCESS;
+}
+
+/* The communicator m goes on, if the fabric carries it and the peer is a
+ * process (MPI_PROC_NULL stays with the host, which completes it). */
+static fab_comm *carried(const msh_tp_msg *m)
+{
+    if (m->peer == MPI_PROC_NULL)
+        return NULL;
+    return comm_of(m->comm);
+}
+
+static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_comm *fc = carried(m);
+    if (!fc)
+        return msh_tp_post(f->host, m, treq);
+    fab_req *r = req_new(f);
+    if (!r)
+        return MPI_ERR_NO_MEM;
+    describe(r, fc, m);
+    int rc = issue(f, r);
+    if (rc != MPI_SUCCESS) {
+        req_free(f, r);
+        return rc;
+    }
+    *treq = enc(r->slot);
+    return MPI_SUCCESS;
+}
+
+static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_comm *fc = carried(m);
+    if (!fc)
+        return msh_tp_init(f->host, m, treq);
+    fab_req *r = req_new(f);
+    if (!r)
+        return MPI_ERR_NO_MEM;
+    describe(r, fc, m);
+    r->persistent = 1;
+    *treq = enc(r->slot);
+    return MPI_SUCCESS;
+}
+
+static int fab_start(msh_tp *tp, msh_tp_req *treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_start(f->host, treq);
+    return r->active ? MPI_ERR_REQUEST : issue(f, r);
+}
+
+static void set_tracked(fab_tp *f)
+{
+    msh_tp_set_tracked(&f->base, f->host->ntracked + f->ntracked);
+}
+
+static int fab_track(msh_tp *tp, void *ctx, msh_tp_req treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, treq);
+    int rc = MPI_SUCCESS;
+    if (!r) {
+        rc = msh_tp_track(f->host, ctx, treq);
+    } else {
+        r->ctx = ctx;
+        if (r->active) {
+            r->tracked = 1;
+        } else {
+            rc = push_done(f, ctx, r->persistent ? treq : MPI_REQUEST_NULL, &r->status);
+            if (rc == MPI_SUCCESS && !r->persistent)
+                req_free(f, r);
+        }
+        if (rc == MPI_SUCCESS)
+            f->ntracked++;
+    }
+    set_tracked(f);
+    return rc;
+}
+
+static int ensure_out(fab_tp *f, int n)
+{
+    if (n <= f->capout)
+        return MPI_SUCCESS;
+    msh_tp_done *o = realloc(f->out, sizeof *o * (size_t)n);
+    if (!o)
+        return MPI_ERR_NO_MEM;
+    f->out = o;
+    f->capout = n;
+    return MPI_SUCCESS;
+}
+
+static int fab_poll(msh_tp *tp, const msh_tp_done **done)
+{
+    fab_tp *f = fab_of(tp);
+    const msh_tp_done *hd = NULL;
+    int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
+    if (f->ntracked)
+        progress(f);
+    int n = nh + f->ndone;
+    if (n == 0 || ensure_out(f, n) != MPI_SUCCESS) {
+        if (nh > 0) /* cannot happen: out is as large as the host's array */
+            msh_log("fabric: VCI %d: completions lost", tp->idx);
+        set_tracked(f);
+        return 0;
+    }
+    if (nh)
+        memcpy(f->out, hd, sizeof *hd * (size_t)nh);
+    if (f->ndone)
+        memcpy(f->out + nh, f->done, sizeof *f->done * (size_t)f->ndone);
+    f->ntracked -= f->ndone;
+    f->ndone = 0;
+    set_tracked(f);
+    *done = f->out;
+    return n;
+}
+
+static void *fab_tracked(msh_tp *tp, int k)
+{
+    fab_tp *f = fab_of(tp);
+    if (k < f->host->ntracked)
+        return msh_tp_tracked(f->host, k);
+    k -= f->host->ntracked;
+    for (int i = 0; i < f->ndone; i++)
+        if (k-- == 0)
+            return f->done[i].ctx;
+    for (int i = 0; i < f->nslots; i++)
+        if (f->slots[i] && f->slots[i]->tracked && k-- == 0)
+            return f->slots[i]->ctx;
+    return NULL;
+}
+
+static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_cancel(f->host, treq);
+    /* A send may not be cancelled once it left (MPI allows that: its
+     * status then says it was not). */
+    if (r->active && r->op == OP_RECV)
+        fi_cancel(&f->ep->fid, &r->main.f);
+    return MPI_SUCCESS;
+}
+
+static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                     MPI_Status *status)
+{
+    fab_tp *f = fab_of(tp);
+    fab_comm *fc = source == MPI_PROC_NULL ? NULL : comm_of(comm);
+    if (!fc)
+        return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+    if (message)
+        return MPI_ERR_UNSUPPORTED_OPERATION; /* not yet: see MPISHIM_FABRIC */
+    fab_req pr;
+    memset(&pr, 0, sizeof pr);
+    pr.op = OP_PROBE;
+    pr.main.req = &pr;
+    pr.pending = 1;
+    struct fi_msg_tagged msg = {
+        .addr = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]],
+        .tag = fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
+        .ignore = TAG_SYNC | (tag == MPI_ANY_TAG ? TAG_LOW : 0),
+        .context = &pr.main.f,
+    };
+    ssize_t rc;
+    while ((rc = fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION)) == -FI_EAGAIN)
+        progress(f);
+    if (rc)
+        return fi_error((int)rc);
+    while (pr.pending)
+        progress(f);
+    set_tracked(f);
+    *flag = pr.probe_found;
+    if (*flag && status != MPI_STATUS_IGNORE)
+        *status = pr.status;
+    return MPI_SUCCESS;
+}
+
+static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+                            msh_tp_req *treq)
+{
+    return msh_tp_post_matched(fab_of(tp)->host, buf, count, dt, message, treq);
+}
+
+/* An untracked request's result; non-persistent ones are freed. */
+static int take(fab_tp *f, fab_req *r, msh_tp_req *treq, MPI_Status *st)
+{
+    int rc = r->status.MPI_ERROR;
+    if (st != MPI_STATUS_IGNORE)
+        *st = r->status;
+    if (!r->persistent) {
+        req_free(f, r);
+        *treq = MPI_REQUEST_NULL;
+    }
+    return rc;
+}
+
+static int fab_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_wait(f->host, treq, st);
+    while (r->active)
+        progress(f);
+    set_tracked(f);
+    return take(f, r, treq, st);
+}
+
+static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_test(f->host, treq, flag, st);
+    if (r->active)
+        progress(f);
+    set_tracked(f);
+    *flag = !r->active;
+    return *flag ? take(f, r, treq, st) : MPI_SUCCESS;
+}
+
+static int fab_release(msh_tp *tp, msh_tp_req *treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_release(f->host, treq);
+    if (r->active)
+        r->orphan = 1;
+    else
+        req_free(f, r);
+    *treq = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
+/* The endpoint stays open: a thread still returning from its last call
+ * after finalize may touch it (vci.c says why the VCIs outlive finalize),
+ * and the process's exit closes it. */
+static void fab_close(msh_tp *tp)
+{
+    msh_tp_close(fab_of(tp)->host);
+}
+
+static const msh_tp_ops fab_ops = {
+    .name = "fabric",
+    .post = fab_post,
+    .init = fab_init,
+    .start = fab_start,
+    .track = fab_track,
+    .poll = fab_poll,
+    .tracked = fab_tracked,
+    .cancel = fab_cancel,
+    .probe = fab_probe,
+    .post_matched = fab_post_matched,
+    .wait = fab_wait,
+    .test = fab_test,
+    .release = fab_release,
+    .close = fab_close,
+};
+
+/* ------------------------------------------------------------ opening */
+
+static const char *open_endpoint(fab_tp *f)
+{
+    struct fi_cq_attr cqa = { .format = FI_CQ_FORMAT_TAGGED, .wait_obj = FI_WAIT_NONE };
+    struct fi_av_attr ava = { .type = FI_AV_TABLE };
+    if (fi_domain(job.fab, job.info, &f->dom, NULL))
+        return "fi_domain failed";
+    if (fi_endpoint(f->dom, job.info, &f->ep, NULL))
+        return "fi_endpoint failed";
+    if (fi_cq_open(f->dom, &cqa, &f->cq, NULL))
+        return "fi_cq_open failed";
+    if (fi_av_open(f->dom, &ava, &f->av, NULL))
+        return "fi_av_open failed";
+    if (fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV) || fi_ep_bind(f->ep, &f->av->fid, 0))
+        return "fi_ep_bind failed";
+    if (fi_enable(f->ep))
+        return "fi_enable failed";
+    return NULL;
+}
+
+/* Exchange endpoint names through the host; every process calls this for
+ * each VCI in the same order. */
+static const char *exchange(fab_tp *f, const char *why)
+{
+    char name[256];
+    size_t len = sizeof name;
+    memset(name, 0, sizeof name);
+    if (!why && fi_getname(&f->ep->fid, name, &len))
+        why = "fi_getname failed";
+    int ok = !why, all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all)
+        return why ? why : "another process cannot open its endpoint";
+    char *names = malloc((size_t)job.wsize * sizeof name);
+    f->addr = malloc(sizeof *f->addr * (size_t)job.wsize);
+    ok = names && f->addr;
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!ok) {
+        free(names);
+        return "out of memory";
+    }
+    PMPI_Allgather(name, sizeof name, MPI_BYTE, names, sizeof name, MPI_BYTE, MPI_COMM_WORLD);
+    /* One at a time: a provider's names need not be of one length. */
+    ok = 1;
+    for (int i = 0; i < job.wsize && ok; i++) {
+        int rc = fi_av_insert(f->av, names + (size_t)i * sizeof name, 1, &f->addr[i], 0, NULL);
+        ok = rc == 1;
+        if (!ok && msh_cfg.verbose)
+            msh_log("fabric: fi_av_insert of rank %d's name gave %d (format %u)", i, rc,
+                    (unsigned)job.info->addr_format);
+    }
+    free(names);
+    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return ok ? NULL : "fi_av_insert failed";
+}
+
+msh_tp *msh_tp_fabric_open(int idx, const char **why);
+msh_tp *msh_tp_fabric_open(int idx, const char **why)
+{
+    if (idx == 0 && (*why = job_open()) != NULL)
+        return NULL;
+    if (job.failed || !job.fab) {
+        *why = "not opened";
+        return NULL;
+    }
+    fab_tp *f = aligned_alloc(MSH_CACHELINE, (sizeof *f + MSH_CACHELINE - 1) / MSH_CACHELINE * MSH_CACHELINE);
+    msh_tp *host = msh_tp_open("host", idx, why);
+    const char *w = !f || !host ? "out of memory" : NULL;
+    if (f) {
+        memset(f, 0, sizeof *f);
+        f->free_head = -1;
+        if (!w)
+            w = open_endpoint(f);
+    }
+    /* Collective from here: every process takes part even when it failed. */
+    w = exchange(f ? f : &(fab_tp){ 0 }, w);
+    if (w) {
+        *why = w;
+        job.failed = 1;
+        return NULL; /* the VCIs opened so far stay open, unused */
+    }
+    f->host = host;
+    f->base.ops = &fab_ops;
+    f->base.idx = idx;
+    msh_tp_direct = 0;
+    return &f->base;
+}
+
+/* ------------------------------------------------------------ communicators */
+
+/* A communicator's members in the world, or -1 if one is not in it (a
+ * spawned or connected process). */
+static int world_ranks(MPI_Comm c, fab_comm *fc)
+{
+    MPI_Group g, wg;
+    PMPI_Comm_group(c, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int *in = malloc(sizeof *in * (size_t)fc->size);
+    int ok = in != NULL;
+    if (ok) {
+        for (int i = 0; i < fc->size; i++)
+            in[i] = i;
+        PMPI_Group_translate_ranks(g, fc->size, in, wg, fc->world);
+        for (int i = 0; i < fc->size; i++)
+            ok &= fc->world[i] != MPI_UNDEFINED;
+    }
+    free(in);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    return ok ? 0 : -1;
+}
+
+int msh_fab_comm_add(MPI_Comm c, int inter);
+int msh_fab_comm_add(MPI_Comm c, int inter)
+{
+    if (!msh_fab_provider() || c == MPI_COMM_NULL || inter)
+        return MPI_SUCCESS;
+    int size, rank;
+    PMPI_Comm_size(c, &size);
+    PMPI_Comm_rank(c, &rank);
+    fab_comm *fc = malloc(sizeof *fc + sizeof(int) * (size_t)size);
+    /* {cid proposed by rank 0, a member cannot take part}, agreed by one
+     * reduction on c: collective over c and nothing else, so threads
+     * making communicators at once cannot deadlock here. */
+    long v[2] = { 0, 1 };
+    if (fc) {
+        fc->size = size;
+        fc->rank = rank;
+        v[1] = world_ranks(c, fc) != 0;
+    }
+    if (rank == 0) {
+        int bits = 1;
+        while ((1 << bits) < job.wsize)
+            bits++;
+        pthread_mutex_lock(&cid_mtx);
+        unsigned n = next_cid < (1u << (CID_BITS - bits)) ? next_cid++ : 0;
+        pthread_mutex_unlock(&cid_mtx);
+        v[0] = n ? (long)(((unsigned long)job.wrank << (CID_BITS - bits)) | n) : 0;
+        v[1] |= n == 0; /* ids used up: the host carries it */
+    }
+    long agreed[2];
+    int rc = PMPI_Allreduce(v, agreed, 2, MPI_LONG, MPI_MAX, c);
+    if (rc != MPI_SUCCESS || agreed[1] || !fc) {
+        free(fc);
+        return rc;
+    }
+    fc->cid_bits = (uint64_t)agreed[0] << TAG_CID_SHIFT;
+    fc->h.key = msh_handle_key(&c, sizeof c);
+    if (msh_htab_insert(&comms, &fc->h) != 0) {
+        free(fc);
+        return MPI_ERR_NO_MEM; /* the others carry it: this one cannot */
+    }
+    return MPI_SUCCESS;
+}
+
+void msh_fab_comm_remove(MPI_Comm c);
+void msh_fab_comm_remove(MPI_Comm c)
+{
+    if (!msh_fab_provider())
+        return;
+    free(msh_htab_remove(&comms, msh_handle_key(&c, sizeof c)));
+}
+
+#endif
