@@ -326,10 +326,12 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
 }
 
 /* A matched message carries no communicator: its receive goes on the
- * calling thread's VCI. */
-static msh_vci *message_vci(void)
+ * VCI whose transport holds it, or (the host's) the calling thread's. */
+static msh_vci *message_vci(MPI_Message m)
 {
-    int t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
+    int t = msh_tp_message_vci(m);
+    if (t < 0)
+        t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
     return msh_vci_get(t);
 }
 
@@ -342,7 +344,7 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
         msh_solo_exit();
         return rc;
     }
-    msh_vci *v = message_vci();
+    msh_vci *v = message_vci(*message);
     msh_request *r = msh_post_begin(v);
     if (!r)
         return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);

@@ -78,7 +78,7 @@ int msh_progress_poll(msh_vci *v, int blocking)
         return 0;
     if (msh_queue_nonempty(v))
         msh_queue_drain(v);
-    if (v->tp->ntracked == 0) {
+    if (msh_tp_idle(v->tp)) {
         msh_vci_unlock(v);
         return 0;
     }

@@ -66,11 +66,16 @@ void msh_fab_comm_remove(MPI_Comm c);
 void msh_fab_comm_remove(MPI_Comm c) { (void)c; }
 const char *msh_fab_provider(void);
 const char *msh_fab_provider(void) { return NULL; }
+int msh_fab_message_vci(MPI_Message m);
+int msh_fab_message_vci(MPI_Message m)
+{
+    (void)m;
+    return -1;
+}
 
 #else
 
 #include <dlfcn.h>
-#include <unistd.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -148,29 +153,16 @@ static const char *load(void)
     return NULL;
 }
 
-/* Every rank on this process's node? (the hostnames, gathered). */
-static int one_node(void)
-{
-    char me[64] = { 0 };
-    gethostname(me, sizeof me - 1);
-    char *all = calloc((size_t)job.wsize, sizeof me);
-    if (!all)
-        return 0;
-    PMPI_Allgather(me, sizeof me, MPI_CHAR, all, sizeof me, MPI_CHAR, MPI_COMM_WORLD);
-    int same = 1;
-    for (int i = 0; i < job.wsize && same; i++)
-        same = strncmp(all + (size_t)i * sizeof me, me, sizeof me) == 0;
-    free(all);
-    return same;
-}
-
 static const char *provider_name(void)
 {
     switch (msh_cfg.fabric) {
     case MSH_FABRIC_SHM:   return "shm";
     case MSH_FABRIC_TCP:   return "tcp;ofi_rxm";
     case MSH_FABRIC_VERBS: return "verbs;ofi_rxm";
-    default:               return one_node() ? "shm" : "tcp;ofi_rxm";
+    /* Not shm on one node yet: Debian's libfabric 1.17 shm provider
+     * delivers unexpected tagged messages out of order and twice
+     * (docs/configuration.md, MPISHIM_FABRIC). */
+    default:               return "tcp;ofi_rxm";
     }
 }
 
@@ -224,7 +216,7 @@ static const char *job_open(void)
 
 /* ------------------------------------------------------------ requests */
 
-enum { OP_SEND, OP_RECV, OP_PROBE };
+enum { OP_SEND, OP_RECV, OP_PROBE, OP_ACK };
 enum { CTX_MAIN, CTX_ACK };
 
 struct fab_req;
@@ -251,6 +243,12 @@ typedef struct fab_req {
     size_t len;
     MPI_Status status;
     int probe_found;
+    /* waiting in the backlog: what is left to issue */
+    struct fab_req *next;
+    void *buf;
+    uint8_t ack_posted;  /* a synchronous send's acknowledgement receive */
+    fi_addr_t ack_to;    /* OP_ACK */
+    uint64_t ack_tag;
 } fab_req;
 
 typedef struct fab_tp {
@@ -266,6 +264,12 @@ typedef struct fab_tp {
     int *free_next;
     int ntracked;        /* fabric requests tracked, done ones not yet polled included */
     uint32_t seq;        /* synchronous sends */
+    /* Operations the provider could not take yet (-FI_EAGAIN), issued in
+     * order by later progress: the poster never spins inside a post,
+     * where it would wait for a peer that is itself spinning in a post on
+     * another VCI. Later operations queue behind them, to keep order. */
+    fab_req *bl_head, *bl_tail;
+    int nacks;           /* acknowledgements in the backlog (not tracked) */
     msh_tp_done *done;   /* completed tracked requests not yet polled */
     int ndone, capdone;
     msh_tp_done *out;    /* what poll returns */
@@ -404,15 +408,28 @@ static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int
     }
 }
 
-static int progress(fab_tp *f);
+static int read_cq(fab_tp *f);
+static void backlog_add(fab_tp *f, fab_req *r);
 
-/* Answer a matched synchronous message from world rank w. */
+/* Answer a matched synchronous message from the communicator's rank src:
+ * an empty message, taken by the sender's acknowledgement receive. */
 static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
 {
     uint64_t tag = TAG_ACK | fc->cid_bits | (data >> 32);
     fi_addr_t to = f->addr[fc->world[src]];
-    while (fi_tinject(f->ep, NULL, 0, to, tag) == -FI_EAGAIN)
-        progress(f);
+    if (!f->bl_head && fi_tinject(f->ep, NULL, 0, to, tag) != -FI_EAGAIN)
+        return;
+    fab_req *a = req_new(f);
+    if (!a) {
+        msh_log("fabric: VCI %d: out of memory for an acknowledgement; a synchronous send may hang",
+                f->base.idx);
+        return;
+    }
+    a->op = OP_ACK;
+    a->ack_to = to;
+    a->ack_tag = tag;
+    f->nacks++;
+    backlog_add(f, a);
 }
 
 static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
@@ -451,7 +468,9 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
         r->pending = 0;
         return;
     }
-    if (e->err == FI_ECANCELED) {
+    if (e->err == FI_ECANCELED && c->which == CTX_ACK) {
+        /* the acknowledgement receive of a send that failed */
+    } else if (e->err == FI_ECANCELED) {
         r->status.MPI_ERROR = MPI_SUCCESS;
         PMPI_Status_set_cancelled(&r->status, 1);
     } else if (r->op == OP_RECV && c->which == CTX_MAIN) {
@@ -464,8 +483,21 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
         finish(f, r);
 }
 
-/* Read the completion queue until it is empty. */
+static int drain_backlog(fab_tp *f);
+
+/* Read the completion queue until it is empty, then issue what waits. */
 static int progress(fab_tp *f)
+{
+    int total = 0;
+    for (;;) {
+        int n = read_cq(f);
+        total += n;
+        if (!f->bl_head || drain_backlog(f) == 0 || n == 0)
+            return total;
+    }
+}
+
+static int read_cq(fab_tp *f)
 {
     struct fi_cq_tagged_entry e[16];
     int total = 0;
@@ -542,29 +574,27 @@ static int buffer_of(fab_req *r, void **buf, size_t *len)
     return MPI_SUCCESS;
 }
 
-static int issue_send(fab_tp *f, fab_req *r, void *buf, size_t len)
+/* Try to hand r to the provider: 0 when it took it, -FI_EAGAIN when it
+ * cannot yet, another negative error. */
+static ssize_t try_send(fab_tp *f, fab_req *r)
 {
     fab_comm *fc = r->fc;
     fi_addr_t to = f->addr[fc->world[r->peer]];
     uint64_t tag = fc->cid_bits | (uint32_t)r->tag, data = (uint32_t)fc->rank;
-    ssize_t rc;
-    r->pending = 1;
     if (r->mode == MSH_TP_SSEND) {
-        uint32_t seq = ++f->seq;
         tag |= TAG_SYNC;
-        data |= (uint64_t)seq << 32;
-        while ((rc = fi_trecv(f->ep, NULL, 0, NULL, to, TAG_ACK | fc->cid_bits | seq, 0, &r->ack.f)) == -FI_EAGAIN)
-            progress(f);
-        if (rc)
-            return fi_error((int)rc);
-        r->pending = 2;
+        data |= (uint64_t)r->ack_tag << 32;
+        if (!r->ack_posted) {
+            ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, to, TAG_ACK | fc->cid_bits | r->ack_tag, 0, &r->ack.f);
+            if (rc)
+                return rc;
+            r->ack_posted = 1;
+        }
     }
-    while ((rc = fi_tsenddata(f->ep, buf, len, NULL, data, to, tag, &r->main.f)) == -FI_EAGAIN)
-        progress(f);
-    return rc ? fi_error((int)rc) : MPI_SUCCESS;
+    return fi_tsenddata(f->ep, r->buf, r->len, NULL, data, to, tag, &r->main.f);
 }
 
-static int issue_recv(fab_tp *f, fab_req *r, void *buf, size_t len)
+static ssize_t try_recv(fab_tp *f, fab_req *r)
 {
     fab_comm *fc = r->fc;
     fi_addr_t from = r->peer == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[r->peer]];
@@ -573,27 +603,97 @@ static int issue_recv(fab_tp *f, fab_req *r, void *buf, size_t len)
         ignore |= TAG_LOW;
     else
         tag |= (uint32_t)r->tag;
-    ssize_t rc;
-    r->pending = 1;
-    while ((rc = fi_trecv(f->ep, buf, len, NULL, from, tag, ignore, &r->main.f)) == -FI_EAGAIN)
-        progress(f);
-    return rc ? fi_error((int)rc) : MPI_SUCCESS;
+    return fi_trecv(f->ep, r->buf, r->len, NULL, from, tag, ignore, &r->main.f);
+}
+
+static ssize_t try_issue(fab_tp *f, fab_req *r)
+{
+    switch (r->op) {
+    case OP_SEND: return try_send(f, r);
+    case OP_RECV: return try_recv(f, r);
+    default:      return fi_tinject(f->ep, NULL, 0, r->ack_to, r->ack_tag);
+    }
+}
+
+static void backlog_add(fab_tp *f, fab_req *r)
+{
+    r->next = NULL;
+    if (f->bl_tail)
+        f->bl_tail->next = r;
+    else
+        f->bl_head = r;
+    f->bl_tail = r;
+}
+
+/* r could not be issued: it ends, once a synchronous send's
+ * acknowledgement receive, if posted, is cancelled. */
+static void fail_issued(fab_tp *f, fab_req *r)
+{
+    if (r->ack_posted) {
+        r->pending = 1;
+        fi_cancel(&f->ep->fid, &r->ack.f);
+    } else {
+        r->pending = 0;
+        finish(f, r);
+    }
+}
+
+/* Issue the backlog in order while the provider takes it; returns how
+ * many it took. An operation that fails ends with the error. */
+static int drain_backlog(fab_tp *f)
+{
+    int n = 0;
+    while (f->bl_head) {
+        fab_req *r = f->bl_head;
+        ssize_t rc = try_issue(f, r);
+        if (rc == -FI_EAGAIN)
+            break;
+        f->bl_head = r->next;
+        if (!f->bl_head)
+            f->bl_tail = NULL;
+        n++;
+        if (r->op == OP_ACK) {
+            f->nacks--;
+            if (rc)
+                msh_log("fabric: VCI %d: an acknowledgement failed: error %d", f->base.idx, (int)rc);
+            req_free(f, r);
+        } else if (rc) {
+            r->status.MPI_ERROR = fi_error((int)rc);
+            fail_issued(f, r);
+        }
+    }
+    return n;
 }
 
 static int issue(fab_tp *f, fab_req *r)
 {
-    void *buf = NULL;
-    size_t len = 0;
     memset(&r->status, 0, sizeof r->status);
-    int rc = buffer_of(r, &buf, &len);
-    if (rc == MPI_SUCCESS)
-        rc = r->op == OP_SEND ? issue_send(f, r, buf, len) : issue_recv(f, r, buf, len);
+    r->ack_posted = 0;
+    int rc = buffer_of(r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->tmp);
         r->tmp = NULL;
         return rc;
     }
+    r->pending = r->op == OP_SEND && r->mode == MSH_TP_SSEND ? 2 : 1;
+    if (r->op == OP_SEND && r->mode == MSH_TP_SSEND)
+        r->ack_tag = ++f->seq;
     r->active = 1;
+    ssize_t frc = f->bl_head ? -FI_EAGAIN : try_issue(f, r);
+    if (frc == -FI_EAGAIN) {
+        backlog_add(f, r);
+        return MPI_SUCCESS;
+    }
+    if (frc) {
+        /* The caller gets the error and no request: one whose
+         * acknowledgement receive must still be cancelled lives on until
+         * that completes, then goes (persistent ones stay the caller's). */
+        r->status.MPI_ERROR = fi_error((int)frc);
+        if (r->ack_posted && !r->persistent)
+            r->orphan = 1;
+        fail_issued(f, r);
+        return r->status.MPI_ERROR;
+    }
     return MPI_SUCCESS;
 }
 
@@ -618,7 +718,8 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     describe(r, fc, m);
     int rc = issue(f, r);
     if (rc != MPI_SUCCESS) {
-        req_free(f, r);
+        if (!r->orphan)
+            req_free(f, r);
         return rc;
     }
     *treq = enc(r->slot);
@@ -649,9 +750,14 @@ static int fab_start(msh_tp *tp, msh_tp_req *treq)
     return r->active ? MPI_ERR_REQUEST : issue(f, r);
 }
 
+/* Tracked: the host's and the fabric's. Never idle to pollers: with
+ * manual progress a peer's send may need this endpoint read before it
+ * completes (tcp;ofi_rxm), whatever this process has posted, as the host
+ * progresses its own channels in every blocking call. */
 static void set_tracked(fab_tp *f)
 {
-    msh_tp_set_tracked(&f->base, f->host->ntracked + f->ntracked);
+    f->base.ntracked = f->host->ntracked + f->ntracked;
+    atomic_store_explicit(&f->base.busy, f->base.ntracked + f->nacks + 1, memory_order_relaxed);
 }
 
 static int fab_track(msh_tp *tp, void *ctx, msh_tp_req treq)
@@ -694,8 +800,7 @@ static int fab_poll(msh_tp *tp, const msh_tp_done **done)
     fab_tp *f = fab_of(tp);
     const msh_tp_done *hd = NULL;
     int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
-    if (f->ntracked)
-        progress(f);
+    progress(f);
     int n = nh + f->ndone;
     if (n == 0 || ensure_out(f, n) != MPI_SUCCESS) {
         if (nh > 0) /* cannot happen: out is as large as the host's array */
@@ -742,6 +847,71 @@ static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
+/* Matched-probe message handles, like request words: values the hosts
+ * never use for a message, naming the VCI (whose endpoint holds the
+ * claimed message) and the slot of the request that will receive it. */
+#define MSG_SLOT_BITS 18
+static inline MPI_Message msg_enc(int vci, int slot)
+{
+    uintptr_t code = ((uintptr_t)vci << MSG_SLOT_BITS) | (uintptr_t)slot;
+#if defined(OPEN_MPI) && OPEN_MPI
+    return (MPI_Message)((code << 1) | 1);
+#else
+    return (MPI_Message)(code + 1);
+#endif
+}
+static inline int msg_dec(MPI_Message m, int *vci, int *slot)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    uintptr_t u = (uintptr_t)m;
+    if (!(u & 1) || (u >> 1) >= ((uintptr_t)MSH_MAX_VCIS << MSG_SLOT_BITS))
+        return 0;
+    u >>= 1;
+#else
+    long v = (long)m;
+    if (v < 1 || v > ((long)MSH_MAX_VCIS << MSG_SLOT_BITS))
+        return 0;
+    uintptr_t u = (uintptr_t)(v - 1);
+#endif
+    *vci = (int)(u >> MSG_SLOT_BITS);
+    *slot = (int)(u & ((1u << MSG_SLOT_BITS) - 1));
+    return 1;
+}
+
+int msh_fab_message_vci(MPI_Message m);
+int msh_fab_message_vci(MPI_Message m)
+{
+    int vci, slot;
+    return msg_dec(m, &vci, &slot) ? vci : -1;
+}
+
+/* A peek (FI_PEEK), or with claim a peek that also takes the message
+ * (FI_CLAIM), for which r's context then stands. */
+static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int claim, int *flag)
+{
+    r->op = OP_PROBE;
+    r->pending = 1;
+    r->probe_found = 0;
+    struct fi_msg_tagged msg = {
+        .addr = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]],
+        .tag = fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
+        .ignore = TAG_SYNC | (tag == MPI_ANY_TAG ? TAG_LOW : 0),
+        .context = &r->main.f,
+    };
+    ssize_t rc = f->bl_head ? -FI_EAGAIN : fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0));
+    if (rc == -FI_EAGAIN) {
+        progress(f); /* nothing seen yet: the caller tries again */
+        *flag = 0;
+        return MPI_SUCCESS;
+    }
+    if (rc)
+        return fi_error((int)rc);
+    while (r->pending)
+        progress(f);
+    *flag = r->probe_found;
+    return MPI_SUCCESS;
+}
+
 static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                      MPI_Status *status)
 {
@@ -749,37 +919,64 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     fab_comm *fc = source == MPI_PROC_NULL ? NULL : comm_of(comm);
     if (!fc)
         return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
-    if (message)
-        return MPI_ERR_UNSUPPORTED_OPERATION; /* not yet: see MPISHIM_FABRIC */
-    fab_req pr;
-    memset(&pr, 0, sizeof pr);
-    pr.op = OP_PROBE;
-    pr.main.req = &pr;
-    pr.pending = 1;
-    struct fi_msg_tagged msg = {
-        .addr = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]],
-        .tag = fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
-        .ignore = TAG_SYNC | (tag == MPI_ANY_TAG ? TAG_LOW : 0),
-        .context = &pr.main.f,
-    };
-    ssize_t rc;
-    while ((rc = fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION)) == -FI_EAGAIN)
-        progress(f);
-    if (rc)
-        return fi_error((int)rc);
-    while (pr.pending)
-        progress(f);
+    fab_req pr, *r = &pr;
+    if (message) {
+        r = req_new(f);
+        if (!r || r->slot >= (1 << MSG_SLOT_BITS)) {
+            if (r)
+                req_free(f, r);
+            return MPI_ERR_NO_MEM;
+        }
+    } else {
+        memset(&pr, 0, sizeof pr);
+        pr.main.req = &pr;
+    }
+    int rc = peek(f, r, fc, source, tag, message != NULL, flag);
     set_tracked(f);
-    *flag = pr.probe_found;
-    if (*flag && status != MPI_STATUS_IGNORE)
-        *status = pr.status;
-    return MPI_SUCCESS;
+    if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE)
+        *status = r->status;
+    if (message && (rc != MPI_SUCCESS || !*flag))
+        req_free(f, r);
+    else if (message) {
+        r->fc = fc;
+        *message = msg_enc(tp->idx, r->slot);
+    }
+    return rc;
 }
 
+/* Receive a message a matched probe on this VCI claimed. */
 static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
                             msh_tp_req *treq)
 {
-    return msh_tp_post_matched(fab_of(tp)->host, buf, count, dt, message, treq);
+    fab_tp *f = fab_of(tp);
+    int vci, slot;
+    if (!msg_dec(*message, &vci, &slot))
+        return msh_tp_post_matched(f->host, buf, count, dt, message, treq);
+    fab_req *r = vci == tp->idx && slot < f->nslots ? f->slots[slot] : NULL;
+    if (!r || r->op != OP_PROBE)
+        return MPI_ERR_REQUEST;
+    r->op = OP_RECV;
+    r->mode = MSH_TP_RECV;
+    r->ubuf = buf;
+    r->count = count;
+    r->dt = dt;
+    memset(&r->status, 0, sizeof r->status);
+    int rc = buffer_of(r, &r->buf, &r->len);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    struct iovec iov = { .iov_base = r->buf, .iov_len = r->len };
+    struct fi_msg_tagged msg = { .msg_iov = &iov, .iov_count = 1, .context = &r->main.f };
+    ssize_t frc;
+    /* The claimed message is the provider's: retrying cannot deadlock. */
+    while ((frc = fi_trecvmsg(f->ep, &msg, FI_CLAIM | FI_COMPLETION)) == -FI_EAGAIN)
+        read_cq(f);
+    if (frc)
+        return fi_error((int)frc);
+    r->pending = 1;
+    r->active = 1;
+    *message = MPI_MESSAGE_NULL;
+    *treq = enc(r->slot);
+    return MPI_SUCCESS;
 }
 
 /* An untracked request's result; non-persistent ones are freed. */
@@ -944,6 +1141,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     f->host = host;
     f->base.ops = &fab_ops;
     f->base.idx = idx;
+    set_tracked(f);
     msh_tp_direct = 0;
     return &f->base;
 }

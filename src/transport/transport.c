@@ -11,6 +11,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why);
 int msh_fab_comm_add(MPI_Comm c, int inter);
 void msh_fab_comm_remove(MPI_Comm c);
 const char *msh_fab_provider(void);
+int msh_fab_message_vci(MPI_Message m);
 
 int msh_tp_direct = 1;
 
@@ -45,4 +46,9 @@ void msh_tp_comm_remove(MPI_Comm c)
 const char *msh_tp_fabric_provider(void)
 {
     return msh_fab_provider();
+}
+
+int msh_tp_message_vci(MPI_Message m)
+{
+    return msh_tp_direct ? -1 : msh_fab_message_vci(m);
 }

@@ -133,6 +133,10 @@ extern int msh_tp_direct;
 int msh_tp_comm_add(MPI_Comm c, int inter);
 void msh_tp_comm_remove(MPI_Comm c);
 
+/* The VCI whose transport holds a message a matched probe returned, or -1
+ * for the host's messages (any VCI may receive those). */
+int msh_tp_message_vci(MPI_Message m);
+
 /* The provider the fabric transport uses, or NULL when it is off. */
 const char *msh_tp_fabric_provider(void);
 
