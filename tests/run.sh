@@ -86,6 +86,8 @@ expect_ok() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
     # A test program prints "OK <name>" on rank 0 when it passes (or SKIP).
     grep -qE '^(OK|SKIP|ok) ' "$2" || echo "no OK line in output"
+    # A configuration that asks for the fabric must get it, not the host.
+    ! grep -q '^mpishim: MPISHIM_FABRIC: .*the host carries' "$2" || echo "the fabric did not open"
 }
 
 # An example in examples/ ran and checked its own result: its last line
