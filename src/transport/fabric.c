@@ -474,7 +474,9 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
         r->status.MPI_ERROR = MPI_SUCCESS;
         PMPI_Status_set_cancelled(&r->status, 1);
     } else if (r->op == OP_RECV && c->which == CTX_MAIN) {
-        on_recv(f, r, e->tag, e->data, e->len, e->err == FI_ETRUNC ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
+        /* Truncated: the buffer is full (len may say 0). */
+        on_recv(f, r, e->tag, e->data, e->err == FI_ETRUNC ? r->len : e->len,
+                e->err == FI_ETRUNC ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
     } else {
         r->status.MPI_ERROR = MPI_ERR_OTHER;
         msh_log("fabric: VCI %d: operation failed: error %d", f->base.idx, e->err);
