@@ -154,14 +154,19 @@ static const char *const docs[] = {
                      "otherwise, and whenever the host is serialized or posts are queued).",
     [MSH_CFG_FABRIC] = "Experimental. Gives every VCI its own libfabric endpoint, completion queue and address vector, "
                        "so that threads on different VCIs share no lock, and carries the point-to-point traffic of "
-                       "the communicators made from MPI_COMM_WORLD on them (inter-communicators and communicators "
-                       "with spawned processes stay on the host, as do collectives, one-sided and I/O). `off`: "
-                       "every VCI is a communicator of the host. `shm`: the shared-memory provider (one node). "
-                       "`tcp`: TCP with reliable datagrams (`tcp;ofi_rxm`). `verbs`: InfiniBand or RoCE "
-                       "(`verbs;ofi_rxm`). `auto`: `shm` when every rank is on one node, else `tcp`. Set it the "
-                       "same on every rank; libfabric is loaded only when it is not `off`. Needs a host that "
-                       "provides MPI_THREAD_MULTIPLE. Not yet carried: matched probes (MPI_Mprobe, MPI_Improbe), "
-                       "large-count and MPI_Isendrecv calls (MPI-4 hosts), spreading maps other than `comm`.",
+                       "the intra-communicators made from MPI_COMM_WORLD on them (inter-communicators and "
+                       "communicators with spawned processes stay on the host, as do collectives, one-sided and "
+                       "I/O). `off`: every VCI is a communicator of the host. `tcp`: TCP with reliable datagrams "
+                       "(`tcp;ofi_rxm`). `verbs`: InfiniBand or RoCE (`verbs;ofi_rxm`). `shm`: the shared-memory "
+                       "provider, which in Debian's libfabric 1.17 delivers unexpected tagged messages out of "
+                       "order and twice: not for use there. `auto`: `tcp`. Set it the same on every rank (a rank "
+                       "without it turns it off for all); libfabric is loaded only when it is not `off`, and a "
+                       "process that cannot open it leaves every process on the host (said on stderr). Needs a "
+                       "host that provides MPI_THREAD_MULTIPLE. Known limits: a truncated receive makes "
+                       "`tcp;ofi_rxm` drop the connection; a process blocked in a host call (a window or "
+                       "communicator constructor, `MPISHIM_COLL=host`) does not progress the fabric, which can "
+                       "stall a peer; the large-count calls and MPI_Isendrecv (MPI-4 hosts) still go to the "
+                       "host.",
 };
 _Static_assert(sizeof docs / sizeof docs[0] == MSH_CFG_NVARS, "a description per variable");
 

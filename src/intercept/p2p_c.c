@@ -10,6 +10,7 @@
  * msh_host_wait, so that no thread blocks inside the host (with a
  * serialized host, one blocked there would hold the host lock).
  * Requests are the host's; the completion calls take them as they are. */
+#include <limits.h>
 #include <stdlib.h>
 
 #include "intercept/pack.h"
@@ -63,10 +64,27 @@ static int recv_comm(MPI_Comm comm, int source, int tag, MPI_Comm *c)
     return MPI_SUCCESS;
 }
 
+/* Where a transport other than the host carries communicators (the
+ * fabric), a count that fits an int goes through the engine like the
+ * int-count calls, so that both kinds meet on one transport; larger ones
+ * are not carried yet (the host's, on the route). */
+static inline int engine_c(MPI_Count count)
+{
+    return !msh_tp_direct && count >= 0 && count <= INT_MAX;
+}
+
+/* Wait for a request of these calls: the engine's or the host's. */
+static int wait_c(MPI_Request *q, MPI_Status *status)
+{
+    return msh_req_of(*q) ? MPI_Wait(q, status) : msh_host_wait(q, status);
+}
+
 /* A nonblocking or persistent send on its route. */
 static int post_send_c(c_mode m, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
                        int tag, MPI_Comm comm, MPI_Request *req)
 {
+    if (engine_c(count))
+        return msh_post_send((msh_tp_mode)m, persistent, buf, (int)count, dt, dest, tag, comm, req, NULL);
     MPI_Comm c = send_comm(comm, dest, tag);
     int locked = msh_host_enter();
     int rc = host_send_c(m, persistent, buf, count, dt, dest, tag, c, req);
@@ -78,7 +96,7 @@ static int send_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, i
 {
     MPI_Request q;
     int rc = post_send_c(m, 0, buf, count, dt, dest, tag, comm, &q);
-    return rc == MPI_SUCCESS ? msh_host_wait(&q, MPI_STATUS_IGNORE) : rc;
+    return rc == MPI_SUCCESS ? wait_c(&q, MPI_STATUS_IGNORE) : rc;
 }
 
 #define SEND_C_WRAPPERS(NAME, INAME, MODE)                                                                      \
@@ -113,6 +131,8 @@ SEND_C_WRAPPERS(Rsend, Irsend, C_RSEND)
 static int post_recv_c(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag,
                        MPI_Comm comm, MPI_Request *req)
 {
+    if (engine_c(count))
+        return msh_post_recv(persistent, buf, (int)count, dt, source, tag, comm, req, NULL);
     MPI_Comm c;
     int rc = recv_comm(comm, source, tag, &c);
     if (rc != MPI_SUCCESS)
@@ -139,7 +159,7 @@ static int recv_c_call(void *buf, MPI_Count count, MPI_Datatype dt, int source, 
         return PMPI_Recv_c(buf, count, dt, source, tag, comm, status);
     MPI_Request q;
     int rc = MPI_Irecv_c(buf, count, dt, source, tag, comm, &q);
-    return rc == MPI_SUCCESS ? msh_host_wait(&q, status) : rc;
+    return rc == MPI_SUCCESS ? wait_c(&q, status) : rc;
 }
 
 MSH_EXPORT int MPI_Recv_c(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -172,14 +192,12 @@ static int sendrecv_c_call(const void *sendbuf, MPI_Count sendcount, MPI_Datatyp
         return rc;
     rc = post_send_c(C_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &q[1]);
     if (rc != MPI_SUCCESS) {
-        int locked = msh_host_enter();
-        PMPI_Cancel(&q[0]);
-        msh_host_exit(locked);
-        msh_host_wait(&q[0], MPI_STATUS_IGNORE);
+        MPI_Cancel(&q[0]);
+        wait_c(&q[0], MPI_STATUS_IGNORE);
         return rc;
     }
-    int rs = msh_host_wait(&q[1], MPI_STATUS_IGNORE);
-    rc = msh_host_wait(&q[0], &st);
+    int rs = wait_c(&q[1], MPI_STATUS_IGNORE);
+    rc = wait_c(&q[0], &st);
     if (rs != MPI_SUCCESS)
         rc = rs;
     msh_status_out(status, &st); /* MPI_ERROR untouched, as the host's Sendrecv */
