@@ -241,4 +241,26 @@ MSH_EXPORT int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype d
                           status);
 }
 
+/* Matched receives: a message the fabric transport holds goes to the
+ * engine (with a count that fits an int), any other to the host's call as
+ * it is (its probe matched it on its route already). */
+static inline int engine_message(const MPI_Message *message, MPI_Count count)
+{
+    return msh_on() && count >= 0 && count <= INT_MAX && msh_tp_message_vci(*message) >= 0;
+}
+
+MSH_EXPORT int MPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
+{
+    if (engine_message(message, count))
+        return MPI_Imrecv(buf, (int)count, dt, message, req);
+    return PMPI_Imrecv_c(buf, count, dt, message, req);
+}
+
+MSH_EXPORT int MPI_Mrecv_c(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
+{
+    if (engine_message(message, count))
+        return MPI_Mrecv(buf, (int)count, dt, message, status);
+    return PMPI_Mrecv_c(buf, count, dt, message, status);
+}
+
 #endif
