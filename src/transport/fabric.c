@@ -378,10 +378,10 @@ static void finish(fab_tp *f, fab_req *r)
         req_free(f, r);
     } else if (r->tracked) {
         r->tracked = 0;
-        /* No memory for the record: the request stays done, and waits for
-         * a poll that finds room (the engine keeps it tracked meanwhile). */
-        if (push_done(f, r->ctx, r->persistent ? enc(r->slot) : MPI_REQUEST_NULL, &r->status) == MPI_SUCCESS &&
-            !r->persistent)
+        if (push_done(f, r->ctx, r->persistent ? enc(r->slot) : MPI_REQUEST_NULL, &r->status) != MPI_SUCCESS)
+            msh_log("fabric: VCI %d: out of memory: a completion is lost and its wait will not return",
+                    f->base.idx);
+        else if (!r->persistent)
             req_free(f, r);
     }
 }
