@@ -237,7 +237,6 @@ typedef struct fab_req {
     int count;
     MPI_Datatype dt;
     int peer, tag;
-    MPI_Comm comm;
     fab_comm *fc;
     void *tmp;           /* packed data */
     size_t len;
@@ -532,7 +531,7 @@ static int fi_error(int rc)
 }
 
 /* Describe m in r (persistent requests keep it for every start). */
-static int describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
+static void describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 {
     r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
     r->mode = (uint8_t)m->mode;
@@ -541,9 +540,7 @@ static int describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
     r->dt = m->dt;
     r->peer = m->peer;
     r->tag = m->tag;
-    r->comm = m->comm;
     r->fc = fc;
-    return MPI_SUCCESS;
 }
 
 /* The bytes of r's operation: the user's buffer for a named type, else a
@@ -708,17 +705,15 @@ static fab_comm *carried(const msh_tp_msg *m)
     return comm_of(m->comm);
 }
 
-static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+/* A fabric request for m on fc: made inactive (persistent), or issued. */
+static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent, msh_tp_req *treq)
 {
-    fab_tp *f = fab_of(tp);
-    fab_comm *fc = carried(m);
-    if (!fc)
-        return msh_tp_post(f->host, m, treq);
     fab_req *r = req_new(f);
     if (!r)
         return MPI_ERR_NO_MEM;
     describe(r, fc, m);
-    int rc = issue(f, r);
+    r->persistent = (uint8_t)persistent;
+    int rc = persistent ? MPI_SUCCESS : issue(f, r);
     if (rc != MPI_SUCCESS) {
         if (!r->orphan)
             req_free(f, r);
@@ -728,19 +723,18 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
+static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    fab_tp *f = fab_of(tp);
+    fab_comm *fc = carried(m);
+    return fc ? new_req(f, fc, m, 0, treq) : msh_tp_post(f->host, m, treq);
+}
+
 static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
     fab_tp *f = fab_of(tp);
     fab_comm *fc = carried(m);
-    if (!fc)
-        return msh_tp_init(f->host, m, treq);
-    fab_req *r = req_new(f);
-    if (!r)
-        return MPI_ERR_NO_MEM;
-    describe(r, fc, m);
-    r->persistent = 1;
-    *treq = enc(r->slot);
-    return MPI_SUCCESS;
+    return fc ? new_req(f, fc, m, 1, treq) : msh_tp_init(f->host, m, treq);
 }
 
 static int fab_start(msh_tp *tp, msh_tp_req *treq)
