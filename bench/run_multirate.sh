@@ -24,6 +24,12 @@
 #                    (MPISHIM_NUM_VCIS auto: one per core)
 #   tagT-adaptive    the same with MPISHIM_NUM_VCIS=2T: each of the 2T tags
 #                    (data and ack per pair) on a duplicate of its own
+#   fabric-shm       vci-adaptive with MPISHIM_FABRIC=shm MPISHIM_NUM_VCIS=T:
+#   fabric-tcp         every VCI its own libfabric endpoint (shm, or tcp;ofi_rxm)
+#                      instead of a duplicate inside the host; with BENCH_ARGS=-c
+#                      each thread pair's communicator gets a VCI of its own
+#   fabtag-shm       fabric-shm with MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag
+#                      MPISHIM_NUM_VCIS=2T: the shared communicator spread by tag
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
 #   baseline         global-adaptive (the default) with another build's
@@ -81,7 +87,7 @@ bench_hosts "$@"
 
 configs=("${multirate_configs[@]}")
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm everywh)
 baseline=${BENCH_BASELINE:-}
 if [ -n "$baseline" ]; then
     for h in "${hosts[@]}"; do
@@ -128,6 +134,14 @@ bench_run() {
             cmd=(env MPISHIM_PROGRESS=global MPISHIM_WAIT=adaptive
                  "$build/mpishim" --host "$host" --lib "$baseline/$host/libmpishim.so"
                  "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        fabric-shm|fabric-tcp)
+            cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive "MPISHIM_FABRIC=${cfg#fabric-}"
+                 "MPISHIM_NUM_VCIS=$t"
+                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        fabtag-shm)
+            cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=shm
+                 MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$((2 * t))"
+                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         tag-adaptive|tagT-adaptive)
             local nv=auto
             [ "$cfg" = tagT-adaptive ] && nv=$((2 * t))
@@ -204,7 +218,7 @@ bench_table() {
         # T, the cells of every T counted, so that no T is given up for another.
         nr = 0
         for (c = 2; c <= nc; c++) {
-            if (C[c] == "everywhere" || C[c] ~ /^tag/) continue
+            if (C[c] == "everywhere" || C[c] ~ /^(tag|fabtag)/) continue
             lg = 0; k = 0
             for (i = 1; i <= nt; i++) {
                 t = T[i]
@@ -242,7 +256,9 @@ header=$(
     echo "configs: raw = host MPI alone; g-*/v-*/t-*/c-*/o-* = through mpishim with MPISHIM_PROGRESS="
     echo "         global/vci/thread/combine/offload and MPISHIM_WAIT=spin/block/adapt(ive); serial ="
     echo "         g-adapt with MPISHIM_HOST_THREAD=serialized; tag/tagT = g-adapt with"
-    echo "         MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag (VCIs auto / 2T); everywh = MPI everywhere"
+    echo "         MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag (VCIs auto / 2T); f-shm/f-tcp = v-adapt with"
+    echo "         MPISHIM_FABRIC=shm/tcp and T VCIs; ft-shm = f-shm with the tag hints and 2T VCIs;"
+    echo "         everywh = MPI everywhere"
     echo "         (multirate -p, 2T ranks, raw host). Both modes run 2T busy entities: more than $cores"
     echo "         oversubscribes."
 )
