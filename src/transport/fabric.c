@@ -261,6 +261,7 @@ typedef struct fab_tp {
     fab_req **slots;
     int nslots, free_head;
     int *free_next;
+    fab_req *spare;      /* freed requests, kept for reuse (through next) */
     int ntracked;        /* fabric requests tracked, done ones not yet polled included */
     uint32_t seq;        /* synchronous sends */
     /* Operations the provider could not take yet (-FI_EAGAIN), issued in
@@ -273,6 +274,13 @@ typedef struct fab_tp {
     int ndone, capdone;
     msh_tp_done *out;    /* what poll returns */
     int capout;
+    /* Named types seen on this VCI and their sizes: asking the host costs
+     * a call per message, and some hosts take a global lock in it. Named
+     * handles are never freed, so an entry stays true. */
+    struct {
+        MPI_Datatype dt;
+        int size, used;
+    } named[16];
 } fab_tp;
 
 static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
@@ -323,9 +331,13 @@ static fab_req *req_new(fab_tp *f)
         f->nslots = n;
     }
     int i = f->free_head;
-    fab_req *r = calloc(1, sizeof *r);
-    if (!r)
+    fab_req *r = f->spare;
+    if (r) {
+        f->spare = r->next;
+        memset(r, 0, sizeof *r);
+    } else if (!(r = calloc(1, sizeof *r))) {
         return NULL;
+    }
     f->free_head = f->free_next[i];
     r->slot = i;
     r->main.req = r->ack.req = r;
@@ -341,7 +353,9 @@ static void req_free(fab_tp *f, fab_req *r)
     f->free_next[r->slot] = f->free_head;
     f->free_head = r->slot;
     free(r->tmp);
-    free(r);
+    r->tmp = NULL;
+    r->next = f->spare; /* no allocation per message */
+    f->spare = r;
 }
 
 static inline fab_req *req_of(fab_tp *f, msh_tp_req t)
@@ -385,10 +399,22 @@ static void finish(fab_tp *f, fab_req *r)
     }
 }
 
-static int is_named(MPI_Datatype dt)
+/* Whether dt is a named type, and then its size (the VCI's cache first). */
+static int named_size(fab_tp *f, MPI_Datatype dt, int *size)
 {
+    unsigned k = (unsigned)(msh_handle_key(&dt, sizeof dt) % 16);
+    if (f->named[k].used && memcmp(&f->named[k].dt, &dt, sizeof dt) == 0) {
+        *size = f->named[k].size;
+        return 1;
+    }
     int ni, na, nd, combiner;
-    return PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED;
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
+        PMPI_Type_size(dt, size) != MPI_SUCCESS)
+        return 0;
+    f->named[k].dt = dt;
+    f->named[k].size = *size;
+    f->named[k].used = 1;
+    return 1;
 }
 
 static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
@@ -397,8 +423,8 @@ static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int
     st->MPI_SOURCE = (int)(uint32_t)data;
     st->MPI_TAG = (int)(tag & TAG_LOW);
     st->MPI_ERROR = err;
+    /* zeroed when issued: not cancelled */
     PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
-    PMPI_Status_set_cancelled(st, 0);
     if (r->tmp && len > 0) {
         int tsize = 0, pos = 0;
         PMPI_Type_size(r->dt, &tsize);
@@ -447,8 +473,7 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
         r->status.MPI_SOURCE = (int)(uint32_t)e->data;
         r->status.MPI_TAG = (int)(e->tag & TAG_LOW);
         r->status.MPI_ERROR = MPI_SUCCESS;
-        PMPI_Status_set_elements_x(&r->status, MPI_BYTE, (MPI_Count)e->len);
-        PMPI_Status_set_cancelled(&r->status, 0);
+        PMPI_Status_set_elements_x(&r->status, MPI_BYTE, (MPI_Count)e->len); /* zeroed by peek */
         r->pending = 0;
         return;
     }
@@ -545,12 +570,10 @@ static void describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 
 /* The bytes of r's operation: the user's buffer for a named type, else a
  * packed copy (send) or a buffer to unpack from (receive). */
-static int buffer_of(fab_req *r, void **buf, size_t *len)
+static int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
 {
     int tsize = 0;
-    if (PMPI_Type_size(r->dt, &tsize) != MPI_SUCCESS)
-        return MPI_ERR_TYPE;
-    if (is_named(r->dt)) {
+    if (named_size(f, r->dt, &tsize)) {
         *buf = r->ubuf;
         *len = (size_t)r->count * (size_t)tsize;
         return MPI_SUCCESS;
@@ -668,7 +691,7 @@ static int issue(fab_tp *f, fab_req *r)
 {
     memset(&r->status, 0, sizeof r->status);
     r->ack_posted = 0;
-    int rc = buffer_of(r, &r->buf, &r->len);
+    int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->tmp);
         r->tmp = NULL;
@@ -888,6 +911,7 @@ static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int cl
     r->op = OP_PROBE;
     r->pending = 1;
     r->probe_found = 0;
+    memset(&r->status, 0, sizeof r->status);
     struct fi_msg_tagged msg = {
         .addr = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]],
         .tag = fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
@@ -957,7 +981,7 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
     r->count = count;
     r->dt = dt;
     memset(&r->status, 0, sizeof r->status);
-    int rc = buffer_of(r, &r->buf, &r->len);
+    int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)
         return rc;
     struct iovec iov = { .iov_base = r->buf, .iov_len = r->len };
