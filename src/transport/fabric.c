@@ -14,14 +14,16 @@
  * matched by one transport only.
  *
  * Matching is the provider's tagged matching. A message's 64-bit tag:
- *   bit 63      an acknowledgement (synchronous sends, below)
- *   bit 62      the message is a synchronous send's
+ *   bit 63      an acknowledgement (synchronous sends, below); with
+ *   bit 62      a large message's bulk (providers without FI_PEEK, below)
  *   bits 32-61  the communicator's fabric id
- *   bits 0-31   the MPI tag (the ack's: the sender's sequence number)
+ *   bits 0-31   the MPI tag (the ack's and bulk's: a sequence number)
  * The remote data (64 bits) carries the sender's rank in the communicator
- * (low half) and, for a synchronous send, its sequence number (high half).
+ * (low half) and, for a synchronous send, its sequence number (bits
+ * 32-62, never 0); bit 63 marks a large message's header. A receive
+ * therefore ignores no tag bit unless it takes MPI_ANY_TAG (the low 32).
  * A receive from a given source is a directed receive (FI_DIRECTED_RECV)
- * from that process's endpoint; MPI_ANY_TAG ignores the low 32 bits. The
+ * from that process's endpoint. The
  * provider keeps messages from one sender in order (FI_ORDER_SAS), which
  * with in-order matching gives MPI's non-overtaking rule.
  *
@@ -56,10 +58,10 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     *why = "built without libfabric";
     return NULL;
 }
-int msh_fab_comm_add(MPI_Comm c, int inter);
-int msh_fab_comm_add(MPI_Comm c, int inter)
+int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag);
+int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag)
 {
-    (void)c, (void)inter;
+    (void)c, (void)inter, (void)no_any_tag;
     return MPI_SUCCESS;
 }
 void msh_fab_comm_remove(MPI_Comm c);
@@ -86,10 +88,17 @@ int msh_fab_message_vci(MPI_Message m)
 #include "core/htab.h"
 
 #define TAG_ACK (1ULL << 63)
-#define TAG_SYNC (1ULL << 62)
+#define TAG_BULK_BIT (1ULL << 62)
 #define TAG_CID_SHIFT 32
 #define CID_BITS 30
 #define TAG_LOW 0xffffffffULL
+/* Without FI_PEEK (below): the bulk of a large message, and the remote
+ * data's mark of its header. */
+#define TAG_BULK (TAG_ACK | TAG_BULK_BIT)
+#define DATA_HDR (1ULL << 63)
+#define SYNC_SEQ(data) ((uint32_t)((data) >> 32) & 0x7fffffffu)
+#define EAGER_MAX 65536
+#define HDR_LEN 16
 
 /* ------------------------------------------------------------ the job */
 
@@ -105,6 +114,7 @@ static struct {
     struct fid_fabric *fab;
     int wsize, wrank;
     int failed; /* the job agreed not to use the fabric */
+    int nopeek; /* the provider ignores FI_PEEK and FI_CLAIM */
     char prov[64];
 } job;
 
@@ -189,6 +199,15 @@ static const char *query(const char *prov)
     if (job.info->domain_attr->cq_data_size < 8)
         return "the provider's remote data is under 8 bytes";
     snprintf(job.prov, sizeof job.prov, "%s", job.info->fabric_attr->prov_name);
+    /* Before libfabric 1.19 the shm provider takes FI_PEEK for an
+     * ordinary receive, so probes hold what they find themselves
+     * (peek_held), and it matches a message that arrived before its
+     * receive with a stale ignore mask (that of the last receive its
+     * entry served), so only exact tags are safe: it carries only
+     * communicators that assert no_any_tag. */
+    uint32_t (*version)(void) = NULL;
+    *(void **)&version = dlsym(job.lib, "fi_version");
+    job.nopeek = strcmp(job.prov, "shm") == 0 && (!version || version() < FI_VERSION(1, 19));
     if (job.fabric(job.info->fabric_attr, &job.fab, NULL) != 0)
         return "fi_fabric failed";
     return NULL;
@@ -217,7 +236,7 @@ static const char *job_open(void)
 /* ------------------------------------------------------------ requests */
 
 enum { OP_SEND, OP_RECV, OP_PROBE, OP_ACK };
-enum { CTX_MAIN, CTX_ACK };
+enum { CTX_MAIN, CTX_ACK, CTX_BULK };
 
 struct fab_req;
 typedef struct fab_ctx {
@@ -227,7 +246,7 @@ typedef struct fab_ctx {
 } fab_ctx;
 
 typedef struct fab_req {
-    fab_ctx main, ack;
+    fab_ctx main, ack, bulk;
     int slot;
     uint8_t op, mode, persistent, active, tracked, orphan;
     int pending;         /* completions still to come */
@@ -246,9 +265,30 @@ typedef struct fab_req {
     struct fab_req *next;
     void *buf;
     uint8_t ack_posted;  /* a synchronous send's acknowledgement receive */
+    /* Without FI_PEEK, a message over EAGER_MAX goes as a header (its
+     * length and a sequence number) and then its bulk, on a tag of its
+     * own, so that a probe never needs more than EAGER_MAX bytes. */
+    uint8_t hdr_sent, bulk_wait;
+    uint32_t bulk_seq;
+    size_t bulk_len;
+    fi_addr_t bulk_from;
+    void *scratch;       /* a truncated bulk */
+    void *rbuf;          /* what the receive was posted with */
+    size_t rlen;
+    struct fab_held *held; /* the message a matched probe holds */
+    char hdr[HDR_LEN];
     fi_addr_t ack_to;    /* OP_ACK */
     uint64_t ack_tag;
 } fab_req;
+
+typedef struct fab_held {
+    struct fab_held *next;
+    uint64_t tag, data;
+    size_t len;          /* the message's (a large one's whole length) */
+    int large;           /* only its header is here */
+    uint32_t seq;
+    char bytes[];
+} fab_held;
 
 typedef struct fab_tp {
     msh_tp base;
@@ -262,6 +302,10 @@ typedef struct fab_tp {
     int nslots, free_head;
     int *free_next;
     fab_req *spare;      /* freed requests, kept for reuse (through next) */
+    /* Without FI_PEEK: messages a probe took off the endpoint, oldest
+     * first, which receives match before the endpoint's. */
+    struct fab_held *held, **held_tail;
+    char *bounce;
     int ntracked;        /* fabric requests tracked, done ones not yet polled included */
     uint32_t seq;        /* synchronous sends */
     /* Operations the provider could not take yet (-FI_EAGAIN), issued in
@@ -340,9 +384,10 @@ static fab_req *req_new(fab_tp *f)
     }
     f->free_head = f->free_next[i];
     r->slot = i;
-    r->main.req = r->ack.req = r;
+    r->main.req = r->ack.req = r->bulk.req = r;
     r->main.which = CTX_MAIN;
     r->ack.which = CTX_ACK;
+    r->bulk.which = CTX_BULK;
     f->slots[i] = r;
     return r;
 }
@@ -353,7 +398,10 @@ static void req_free(fab_tp *f, fab_req *r)
     f->free_next[r->slot] = f->free_head;
     f->free_head = r->slot;
     free(r->tmp);
-    r->tmp = NULL;
+    free(r->scratch);
+    free(r->held);
+    r->tmp = r->scratch = NULL;
+    r->held = NULL;
     r->next = f->spare; /* no allocation per message */
     f->spare = r;
 }
@@ -417,11 +465,10 @@ static int named_size(fab_tp *f, MPI_Datatype dt, int *size)
     return 1;
 }
 
-static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
+/* A receive's count and error, its data unpacked (derived types). */
+static void recv_bytes(fab_req *r, size_t len, int err)
 {
     MPI_Status *st = &r->status;
-    st->MPI_SOURCE = (int)(uint32_t)data;
-    st->MPI_TAG = (int)(tag & TAG_LOW);
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
     PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
@@ -433,14 +480,29 @@ static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int
     }
 }
 
+static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
+{
+    r->status.MPI_SOURCE = (int)(uint32_t)data;
+    r->status.MPI_TAG = (int)(tag & TAG_LOW);
+    recv_bytes(r, len, err);
+}
+
 static int read_cq(fab_tp *f);
 static void backlog_add(fab_tp *f, fab_req *r);
+
+/* A synchronous send's or a large message's sequence number: 1 to 2^31 - 1
+ * (0 in the remote data means "not synchronous"; its top bit is DATA_HDR). */
+static inline uint32_t next_seq(fab_tp *f)
+{
+    f->seq = f->seq % 0x7fffffffu + 1;
+    return f->seq;
+}
 
 /* Answer a matched synchronous message from the communicator's rank src:
  * an empty message, taken by the sender's acknowledgement receive. */
 static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
 {
-    uint64_t tag = TAG_ACK | fc->cid_bits | (data >> 32);
+    uint64_t tag = TAG_ACK | fc->cid_bits | SYNC_SEQ(data);
     fi_addr_t to = f->addr[fc->world[src]];
     if (!f->bl_head && fi_tinject(f->ep, NULL, 0, to, tag) != -FI_EAGAIN)
         return;
@@ -457,10 +519,162 @@ static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
     backlog_add(f, a);
 }
 
+/* ---- without FI_PEEK: large messages in two parts, probes that hold */
+
+static int fi_error(int rc)
+{
+    return rc == -FI_ENOMEM ? MPI_ERR_NO_MEM : MPI_ERR_OTHER;
+}
+
+
+/* Post the receive of a large message's bulk: into the buffer, or, when
+ * it does not fit, into scratch memory that is then cut (truncation). */
+static ssize_t try_bulk(fab_tp *f, fab_req *r)
+{
+    void *dst = r->buf;
+    if (r->bulk_len > r->len) {
+        if (!r->scratch && !(r->scratch = malloc(r->bulk_len)))
+            return -FI_ENOMEM;
+        dst = r->scratch;
+    }
+    ssize_t rc = fi_trecv(f->ep, dst, r->bulk_len, NULL, r->bulk_from, TAG_BULK | r->fc->cid_bits | r->bulk_seq, 0,
+                          &r->bulk.f);
+    if (rc == 0)
+        r->bulk_wait = 0;
+    return rc;
+}
+
+/* r matched the header of a large message: receive its bulk (one more
+ * completion to come). */
+static void head_of_large(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, uint32_t seq)
+{
+    int src = (int)(uint32_t)data;
+    r->status.MPI_SOURCE = src;
+    r->status.MPI_TAG = (int)(tag & TAG_LOW);
+    r->bulk_len = len;
+    r->bulk_seq = seq;
+    r->bulk_from = f->addr[r->fc->world[src]];
+    if (SYNC_SEQ(data))
+        send_ack(f, r->fc, src, data);
+    r->pending++;
+    r->bulk_wait = 1;
+    ssize_t rc = f->bl_head ? -FI_EAGAIN : try_bulk(f, r);
+    if (rc == -FI_EAGAIN) {
+        backlog_add(f, r);
+    } else if (rc) {
+        r->status.MPI_ERROR = fi_error((int)rc);
+        r->pending--;
+    }
+}
+
+static void bulk_done(fab_req *r)
+{
+    size_t len = r->bulk_len;
+    int err = MPI_SUCCESS;
+    if (r->scratch) {
+        memcpy(r->buf, r->scratch, r->len);
+        free(r->scratch);
+        r->scratch = NULL;
+        len = r->len;
+        err = MPI_ERR_TRUNCATE;
+    }
+    recv_bytes(r, len, err);
+}
+
+static fab_held **held_find(fab_tp *f, const fab_comm *fc, int source, int tag)
+{
+    fab_held **pp = &f->held;
+    for (; *pp; pp = &(*pp)->next) {
+        const fab_held *h = *pp;
+        if ((h->tag & ~TAG_LOW) == fc->cid_bits &&
+            (source == MPI_ANY_SOURCE || (int)(uint32_t)h->data == source) &&
+            (tag == MPI_ANY_TAG || (int)(h->tag & TAG_LOW) == tag))
+            break;
+    }
+    return pp;
+}
+
+static fab_held *held_take(fab_tp *f, fab_held **pp)
+{
+    fab_held *h = *pp;
+    *pp = h->next;
+    if (f->held_tail == &h->next)
+        f->held_tail = pp;
+    h->next = NULL;
+    return h;
+}
+
+/* A probe's receive caught a message in the bounce buffer: keep it. */
+static void hold(fab_tp *f, const struct fi_cq_tagged_entry *e)
+{
+    int large = (e->data & DATA_HDR) != 0;
+    fab_held *h = malloc(sizeof *h + (large ? 0 : e->len));
+    if (!h) {
+        msh_log("fabric: VCI %d: out of memory: a probed message is lost", f->base.idx);
+        return;
+    }
+    h->next = NULL;
+    h->tag = e->tag;
+    h->data = e->data & ~DATA_HDR;
+    h->large = large;
+    h->seq = 0;
+    if (large) {
+        uint64_t len;
+        memcpy(&len, f->bounce, 8);
+        memcpy(&h->seq, f->bounce + 8, 4);
+        h->len = (size_t)len;
+    } else {
+        h->len = e->len;
+        if (e->len)
+            memcpy(h->bytes, f->bounce, e->len);
+    }
+    *f->held_tail = h;
+    f->held_tail = &h->next;
+}
+
+/* Receive r from a held message (r is issued: one completion pending). */
+static void deliver_held(fab_tp *f, fab_req *r, fab_held *h)
+{
+    if (h->large) {
+        head_of_large(f, r, h->tag, h->data, h->len, h->seq);
+    } else {
+        size_t len = h->len;
+        int err = MPI_SUCCESS;
+        if (len > r->len) {
+            len = r->len;
+            err = MPI_ERR_TRUNCATE;
+        }
+        if (len)
+            memcpy(r->buf, h->bytes, len);
+        recv_status(r, h->tag, h->data, len, err);
+        if (SYNC_SEQ(h->data))
+            send_ack(f, r->fc, (int)(uint32_t)h->data, h->data);
+    }
+    free(h);
+    if (--r->pending == 0)
+        finish(f, r);
+}
+
 static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
 {
+    if (job.nopeek && (data & DATA_HDR) && err == MPI_SUCCESS) {
+        uint64_t blen;
+        uint32_t seq;
+        memcpy(&blen, r->rbuf, 8);
+        memcpy(&seq, (char *)r->rbuf + 8, 4);
+        head_of_large(f, r, tag, data & ~DATA_HDR, (size_t)blen, seq);
+        return;
+    }
+    if (r->rbuf == r->hdr) { /* a buffer under HDR_LEN bytes, without FI_PEEK */
+        if (len > r->len) {
+            len = r->len;
+            err = MPI_ERR_TRUNCATE;
+        }
+        if (len)
+            memcpy(r->buf, r->hdr, len);
+    }
     recv_status(r, tag, data, len, err);
-    if (tag & TAG_SYNC)
+    if (SYNC_SEQ(data))
         send_ack(f, r->fc, (int)(uint32_t)data, data);
 }
 
@@ -468,6 +682,12 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
 {
     fab_ctx *c = e->op_context;
     fab_req *r = c->req;
+    if (r->op == OP_PROBE && job.nopeek) {
+        hold(f, e);
+        r->probe_found = 1;
+        r->pending = 0;
+        return;
+    }
     if (r->op == OP_PROBE) {
         r->probe_found = 1;
         r->status.MPI_SOURCE = (int)(uint32_t)e->data;
@@ -479,6 +699,8 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
     }
     if (c->which == CTX_MAIN && r->op == OP_RECV)
         on_recv(f, r, e->tag, e->data, e->len, MPI_SUCCESS);
+    else if (c->which == CTX_BULK && r->op == OP_RECV)
+        bulk_done(r);
     if (--r->pending == 0)
         finish(f, r);
 }
@@ -550,11 +772,6 @@ static int read_cq(fab_tp *f)
 
 /* ------------------------------------------------------------ posting */
 
-static int fi_error(int rc)
-{
-    return rc == -FI_ENOMEM ? MPI_ERR_NO_MEM : MPI_ERR_OTHER;
-}
-
 /* Describe m in r (persistent requests keep it for every start). */
 static void describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 {
@@ -604,7 +821,6 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
     fi_addr_t to = f->addr[fc->world[r->peer]];
     uint64_t tag = fc->cid_bits | (uint32_t)r->tag, data = (uint32_t)fc->rank;
     if (r->mode == MSH_TP_SSEND) {
-        tag |= TAG_SYNC;
         data |= (uint64_t)r->ack_tag << 32;
         if (!r->ack_posted) {
             ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, to, TAG_ACK | fc->cid_bits | r->ack_tag, 0, &r->ack.f);
@@ -613,6 +829,18 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
             r->ack_posted = 1;
         }
     }
+    if (job.nopeek && r->len > EAGER_MAX) {
+        if (!r->hdr_sent) {
+            uint64_t len = r->len;
+            memcpy(r->hdr, &len, 8);
+            memcpy(r->hdr + 8, &r->bulk_seq, 4);
+            ssize_t rc = fi_tsenddata(f->ep, r->hdr, HDR_LEN, NULL, data | DATA_HDR, to, tag, &r->main.f);
+            if (rc)
+                return rc;
+            r->hdr_sent = 1;
+        }
+        return fi_tsend(f->ep, r->buf, r->len, NULL, to, TAG_BULK | fc->cid_bits | r->bulk_seq, &r->bulk.f);
+    }
     return fi_tsenddata(f->ep, r->buf, r->len, NULL, data, to, tag, &r->main.f);
 }
 
@@ -620,16 +848,32 @@ static ssize_t try_recv(fab_tp *f, fab_req *r)
 {
     fab_comm *fc = r->fc;
     fi_addr_t from = r->peer == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[r->peer]];
-    uint64_t tag = fc->cid_bits, ignore = TAG_SYNC;
+    uint64_t tag = fc->cid_bits, ignore = 0;
     if (r->tag == MPI_ANY_TAG)
         ignore |= TAG_LOW;
     else
         tag |= (uint32_t)r->tag;
-    return fi_trecv(f->ep, r->buf, r->len, NULL, from, tag, ignore, &r->main.f);
+    r->rbuf = r->buf;
+    r->rlen = r->len;
+    if (job.nopeek) {
+        /* What a probe took off the endpoint came before anything still in it. */
+        fab_held **pp = f->held ? held_find(f, fc, r->peer, r->tag) : NULL;
+        if (pp && *pp) {
+            deliver_held(f, r, held_take(f, pp));
+            return 1;
+        }
+        if (r->len < HDR_LEN) { /* room for a large message's header */
+            r->rbuf = r->hdr;
+            r->rlen = HDR_LEN;
+        }
+    }
+    return fi_trecv(f->ep, r->rbuf, r->rlen, NULL, from, tag, ignore, &r->main.f);
 }
 
 static ssize_t try_issue(fab_tp *f, fab_req *r)
 {
+    if (r->bulk_wait)
+        return try_bulk(f, r);
     switch (r->op) {
     case OP_SEND: return try_send(f, r);
     case OP_RECV: return try_recv(f, r);
@@ -651,13 +895,11 @@ static void backlog_add(fab_tp *f, fab_req *r)
  * acknowledgement receive, if posted, is cancelled. */
 static void fail_issued(fab_tp *f, fab_req *r)
 {
-    if (r->ack_posted) {
-        r->pending = 1;
+    r->pending = r->ack_posted + r->hdr_sent; /* still to come */
+    if (r->ack_posted)
         fi_cancel(&f->ep->fid, &r->ack.f);
-    } else {
-        r->pending = 0;
+    if (!r->pending)
         finish(f, r);
-    }
 }
 
 /* Issue the backlog in order while the provider takes it; returns how
@@ -667,14 +909,24 @@ static int drain_backlog(fab_tp *f)
     int n = 0;
     while (f->bl_head) {
         fab_req *r = f->bl_head;
-        ssize_t rc = try_issue(f, r);
-        if (rc == -FI_EAGAIN)
-            break;
+        int ack = r->op == OP_ACK;
+        /* off the list first: a held message may end r at once, and a
+         * large one's bulk receive may join the backlog */
         f->bl_head = r->next;
         if (!f->bl_head)
             f->bl_tail = NULL;
+        ssize_t rc = try_issue(f, r);
+        if (rc == -FI_EAGAIN) {
+            r->next = f->bl_head;
+            f->bl_head = r;
+            if (!f->bl_tail)
+                f->bl_tail = r;
+            break;
+        }
         n++;
-        if (r->op == OP_ACK) {
+        if (rc == 1) {
+            /* received from a held message */
+        } else if (ack) {
             f->nacks--;
             if (rc)
                 msh_log("fabric: VCI %d: an acknowledgement failed: error %d", f->base.idx, (int)rc);
@@ -690,7 +942,7 @@ static int drain_backlog(fab_tp *f)
 static int issue(fab_tp *f, fab_req *r)
 {
     memset(&r->status, 0, sizeof r->status);
-    r->ack_posted = 0;
+    r->ack_posted = r->hdr_sent = r->bulk_wait = 0;
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->tmp);
@@ -699,19 +951,25 @@ static int issue(fab_tp *f, fab_req *r)
     }
     r->pending = r->op == OP_SEND && r->mode == MSH_TP_SSEND ? 2 : 1;
     if (r->op == OP_SEND && r->mode == MSH_TP_SSEND)
-        r->ack_tag = ++f->seq;
+        r->ack_tag = next_seq(f);
+    if (r->op == OP_SEND && job.nopeek && r->len > EAGER_MAX) {
+        r->bulk_seq = next_seq(f);
+        r->pending++;
+    }
     r->active = 1;
     ssize_t frc = f->bl_head ? -FI_EAGAIN : try_issue(f, r);
     if (frc == -FI_EAGAIN) {
         backlog_add(f, r);
         return MPI_SUCCESS;
     }
+    if (frc == 1) /* received from a held message */
+        return MPI_SUCCESS;
     if (frc) {
         /* The caller gets the error and no request: one whose
          * acknowledgement receive must still be cancelled lives on until
          * that completes, then goes (persistent ones stay the caller's). */
         r->status.MPI_ERROR = fi_error((int)frc);
-        if (r->ack_posted && !r->persistent)
+        if ((r->ack_posted || r->hdr_sent) && !r->persistent)
             r->orphan = 1;
         fail_issued(f, r);
         return r->status.MPI_ERROR;
@@ -904,6 +1162,61 @@ int msh_fab_message_vci(MPI_Message m)
     return msg_dec(m, &vci, &slot) ? vci : -1;
 }
 
+/* A probe where the provider has no FI_PEEK: a message already held, or
+ * a receive into the bounce buffer that is cancelled if nothing came at
+ * once; what it caught is held, in arrival order, for later receives.
+ * The VCI's lock is held throughout, so no receive is posted while the
+ * bounce receive is out (it would otherwise have come first). With
+ * claim, the message leaves the held list for r, which stands for it. */
+static int peek_held(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int claim, int *flag)
+{
+    fab_held **pp = held_find(f, fc, source, tag);
+    if (!*pp) {
+        if (f->bl_head) { /* posts before this one wait: nothing seen yet */
+            progress(f);
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
+        r->op = OP_PROBE;
+        r->pending = 1;
+        r->probe_found = 0;
+        fi_addr_t from = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]];
+        ssize_t rc = fi_trecv(f->ep, f->bounce, EAGER_MAX, NULL, from,
+                              fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
+                              tag == MPI_ANY_TAG ? TAG_LOW : 0, &r->main.f);
+        if (rc == -FI_EAGAIN) {
+            progress(f);
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
+        if (rc)
+            return fi_error((int)rc);
+        progress(f);
+        if (r->pending)
+            fi_cancel(&f->ep->fid, &r->main.f);
+        while (r->pending)
+            progress(f);
+        if (!r->probe_found) {
+            *flag = 0;
+            return MPI_SUCCESS;
+        }
+        pp = held_find(f, fc, source, tag);
+        if (!*pp) { /* lost for lack of memory */
+            *flag = 0;
+            return MPI_ERR_NO_MEM;
+        }
+    }
+    fab_held *h = *pp;
+    memset(&r->status, 0, sizeof r->status);
+    r->status.MPI_SOURCE = (int)(uint32_t)h->data;
+    r->status.MPI_TAG = (int)(h->tag & TAG_LOW);
+    PMPI_Status_set_elements_x(&r->status, MPI_BYTE, (MPI_Count)h->len);
+    if (claim)
+        r->held = held_take(f, pp);
+    *flag = 1;
+    return MPI_SUCCESS;
+}
+
 /* A peek (FI_PEEK), or with claim a peek that also takes the message
  * (FI_CLAIM), for which r's context then stands. */
 static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int claim, int *flag)
@@ -915,7 +1228,7 @@ static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int cl
     struct fi_msg_tagged msg = {
         .addr = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]],
         .tag = fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
-        .ignore = TAG_SYNC | (tag == MPI_ANY_TAG ? TAG_LOW : 0),
+        .ignore = tag == MPI_ANY_TAG ? TAG_LOW : 0,
         .context = &r->main.f,
     };
     ssize_t rc = f->bl_head ? -FI_EAGAIN : fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0));
@@ -951,7 +1264,8 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
         memset(&pr, 0, sizeof pr);
         pr.main.req = &pr;
     }
-    int rc = peek(f, r, fc, source, tag, message != NULL, flag);
+    int rc = job.nopeek ? peek_held(f, r, fc, source, tag, message != NULL, flag)
+                        : peek(f, r, fc, source, tag, message != NULL, flag);
     set_tracked(f);
     if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE)
         *status = r->status;
@@ -984,6 +1298,18 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)
         return rc;
+    if (job.nopeek) {
+        fab_held *h = r->held;
+        r->held = NULL;
+        if (!h)
+            return MPI_ERR_REQUEST;
+        r->pending = 1;
+        r->active = 1;
+        *message = MPI_MESSAGE_NULL;
+        *treq = enc(r->slot);
+        deliver_held(f, r, h);
+        return MPI_SUCCESS;
+    }
     struct iovec iov = { .iov_base = r->buf, .iov_len = r->len };
     struct fi_msg_tagged msg = { .msg_iov = &iov, .iov_count = 1, .context = &r->main.f };
     ssize_t frc;
@@ -1148,6 +1474,9 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     if (f) {
         memset(f, 0, sizeof *f);
         f->free_head = -1;
+        f->held_tail = &f->held;
+        if (!w && job.nopeek && !(f->bounce = malloc(EAGER_MAX)))
+            w = "out of memory";
         if (!w)
             w = open_endpoint(f);
     }
@@ -1190,8 +1519,8 @@ static int world_ranks(MPI_Comm c, fab_comm *fc)
     return ok ? 0 : -1;
 }
 
-int msh_fab_comm_add(MPI_Comm c, int inter);
-int msh_fab_comm_add(MPI_Comm c, int inter)
+int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag);
+int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag)
 {
     if (!msh_fab_provider() || c == MPI_COMM_NULL || inter)
         return MPI_SUCCESS;
@@ -1208,6 +1537,10 @@ int msh_fab_comm_add(MPI_Comm c, int inter)
         fc->rank = rank;
         v[1] = world_ranks(c, fc) != 0;
     }
+    /* Wildcard tags need the provider's ignore mask, which old shm does
+     * not apply to messages that arrived first (job.nopeek says why). */
+    if (job.nopeek && !no_any_tag)
+        v[1] = 1;
     if (rank == 0) {
         int bits = 1;
         while ((1 << bits) < job.wsize)

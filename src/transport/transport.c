@@ -8,7 +8,7 @@ msh_tp *msh_tp_host_open(int idx, const char **why);
 msh_tp *msh_tp_fabric_open(int idx, const char **why);
 
 /* The fabric's communicator table (fabric.c). */
-int msh_fab_comm_add(MPI_Comm c, int inter);
+int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag);
 void msh_fab_comm_remove(MPI_Comm c);
 const char *msh_fab_provider(void);
 int msh_fab_message_vci(MPI_Message m);
@@ -32,9 +32,9 @@ msh_tp *msh_tp_open(const char *name, int idx, const char **why)
     return NULL;
 }
 
-int msh_tp_comm_add(MPI_Comm c, int inter)
+int msh_tp_comm_add(MPI_Comm c, int inter, int no_any_tag)
 {
-    return msh_tp_direct ? MPI_SUCCESS : msh_fab_comm_add(c, inter);
+    return msh_tp_direct ? MPI_SUCCESS : msh_fab_comm_add(c, inter, no_any_tag);
 }
 
 void msh_tp_comm_remove(MPI_Comm c)

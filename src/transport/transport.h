@@ -129,8 +129,9 @@ extern int msh_tp_direct;
 /* A communicator the shim registered (collective over c: every member
  * calls it, in the same order as its other collectives on c), and its
  * removal (MPI_Comm_free). A transport that carries communicators of its
- * own decides here, the same on every member, whether it carries c. */
-int msh_tp_comm_add(MPI_Comm c, int inter);
+ * own decides here, the same on every member, whether it carries c;
+ * no_any_tag: c's receives and probes never use MPI_ANY_TAG (asserted). */
+int msh_tp_comm_add(MPI_Comm c, int inter, int no_any_tag);
 void msh_tp_comm_remove(MPI_Comm c);
 
 /* The VCI whose transport holds a message a matched probe returned, or -1

@@ -142,9 +142,10 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
         mc->ndups = k;
     }
     /* Which transport carries each (collective over c, like the twins). */
-    int rc = msh_tp_comm_add(c, mc->inter);
+    int nat = (mc->asserts & MSH_ASSERT_NO_ANY_TAG) != 0;
+    int rc = msh_tp_comm_add(c, mc->inter, nat);
     for (int i = 0; i < mc->ndups && rc == MPI_SUCCESS; i++)
-        rc = msh_tp_comm_add(mc->dups[i], mc->inter);
+        rc = msh_tp_comm_add(mc->dups[i], mc->inter, nat);
     if (rc != MPI_SUCCESS) {
         free_entry(mc);
         return rc;
