@@ -163,16 +163,26 @@ static const char *load(void)
     return NULL;
 }
 
+/* Whether every process of the job shares this node (collective). */
+static int one_node(void)
+{
+    MPI_Comm node;
+    int n = 0, all = 0;
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return 0;
+    PMPI_Comm_size(node, &n);
+    PMPI_Comm_free(&node);
+    PMPI_Allreduce(&n, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == job.wsize;
+}
+
 static const char *provider_name(void)
 {
     switch (msh_cfg.fabric) {
     case MSH_FABRIC_SHM:   return "shm";
     case MSH_FABRIC_TCP:   return "tcp;ofi_rxm";
     case MSH_FABRIC_VERBS: return "verbs;ofi_rxm";
-    /* Not shm on one node yet: Debian's libfabric 1.17 shm provider
-     * delivers unexpected tagged messages out of order and twice
-     * (docs/configuration.md, MPISHIM_FABRIC). */
-    default:               return "tcp;ofi_rxm";
+    default:               return one_node() ? "shm" : "tcp;ofi_rxm";
     }
 }
 
