@@ -582,7 +582,8 @@ static void bulk_done(fab_req *r)
     size_t len = r->bulk_len;
     int err = MPI_SUCCESS;
     if (r->scratch) {
-        memcpy(r->buf, r->scratch, r->len);
+        if (r->len)
+            memcpy(r->buf, r->scratch, r->len);
         free(r->scratch);
         r->scratch = NULL;
         len = r->len;
