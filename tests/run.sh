@@ -90,6 +90,15 @@ expect_ok() {
     ! grep -q '^mpishim: MPISHIM_FABRIC: .*the host carries' "$2" || echo "the fabric did not open"
 }
 
+# A program ran (its "== rc" line says 0) and left no libfabric shm region
+# ("<pid>:...") in /dev/shm ("== new:" lines name them; the host's own
+# files, which its launcher may remove a moment later, are not counted).
+expect_no_new_shm() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    grep -q '^== rc 0$' "$2" || { echo "the program failed"; return; }
+    ! grep -q '^== new: ' "$2" || echo "left in /dev/shm: $(sed -n 's/^== new: //p' "$2" | tr '\n' ' ')"
+}
+
 # An example in examples/ ran and checked its own result: its last line
 # names it and ends in "verified".
 expect_example() {
@@ -525,6 +534,16 @@ for host in "${hosts[@]}"; do
         bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
                  "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
         _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+
+    # The fabric's shm endpoints live in /dev/shm files that only closing
+    # them removes: a run must leave none behind (they would pile up, and
+    # a later process with the same pid could not open its endpoint).
+    if [ "${HAVE_LIBFABRIC:-no}" = yes ]; then
+        run_case "$host fabric shm leaves nothing in /dev/shm" expect_no_new_shm \
+            bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_ASSERT=no_any_tag MPISHIM_NUM_VCIS=4 "${@:2}";
+                     echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
+            _ "$logdir/shm-$host" "${launch[@]}" -np 2 "$hb/tests/mpi/mt_basic"
+    fi
 
     # Fortran: mpif.h and `use mpi` programs with OpenMP threads,
     # raw, under the launcher and under LD_PRELOAD; with MPISHIM_STATS=1 the

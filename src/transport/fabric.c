@@ -316,6 +316,7 @@ typedef struct fab_tp {
      * first, which receives match before the endpoint's. */
     struct fab_held *held, **held_tail;
     char *bounce;
+    int closed;          /* the endpoint is gone (finalize): nothing moves */
     int ntracked;        /* fabric requests tracked, done ones not yet polled included */
     uint32_t seq;        /* synchronous sends */
     /* Operations the provider could not take yet (-FI_EAGAIN), issued in
@@ -748,6 +749,8 @@ static int drain_backlog(fab_tp *f);
 static int progress(fab_tp *f)
 {
     int total = 0;
+    if (f->closed)
+        return 0;
     for (;;) {
         int n = read_cq(f);
         total += n;
@@ -1000,6 +1003,8 @@ static fab_comm *carried(const msh_tp_msg *m)
 /* A fabric request for m on fc: made inactive (persistent), or issued. */
 static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent, msh_tp_req *treq)
 {
+    if (f->closed)
+        return MPI_ERR_OTHER;
     fab_req *r = req_new(f);
     if (!r)
         return MPI_ERR_NO_MEM;
@@ -1263,6 +1268,8 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     fab_comm *fc = source == MPI_PROC_NULL ? NULL : comm_of(comm);
     if (!fc)
         return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+    if (f->closed)
+        return MPI_ERR_OTHER;
     fab_req pr, *r = &pr;
     if (message) {
         r = req_new(f);
@@ -1355,7 +1362,7 @@ static int fab_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_wait(f->host, treq, st);
-    while (r->active)
+    while (r->active && !f->closed)
         progress(f);
     set_tracked(f);
     return take(f, r, treq, st);
@@ -1388,12 +1395,23 @@ static int fab_release(msh_tp *tp, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
-/* The endpoint stays open: a thread still returning from its last call
- * after finalize may touch it (vci.c says why the VCIs outlive finalize),
- * and the process's exit closes it. */
+/* Called at finalize under the VCI's lock. The endpoint must be closed:
+ * the shm provider's region is a file in /dev/shm that only its close
+ * removes (left, they pile up, and a later process with the same pid
+ * cannot open its endpoint). The structure stays: a thread still
+ * returning from its last call after finalize may look at it (vci.c
+ * says why the VCIs outlive finalize), and finds it closed. */
 static void fab_close(msh_tp *tp)
 {
-    msh_tp_close(fab_of(tp)->host);
+    fab_tp *f = fab_of(tp);
+    if (!f->closed) {
+        f->closed = 1;
+        fi_close(&f->ep->fid);
+        fi_close(&f->cq->fid);
+        fi_close(&f->av->fid);
+        fi_close(&f->dom->fid);
+    }
+    msh_tp_close(f->host);
 }
 
 static const msh_tp_ops fab_ops = {

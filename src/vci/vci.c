@@ -74,7 +74,9 @@ int msh_vci_pool_fini(void)
     int leaked = 0;
     for (int i = 0; i < msh_pool.n; i++) {
         leaked += msh_pool.v[i].tp->ntracked;
+        msh_vci_lock(&msh_pool.v[i]); /* a late thread's call finishes first */
         msh_tp_close(msh_pool.v[i].tp);
+        msh_vci_release(&msh_pool.v[i]);
     }
     return leaked;
 }
