@@ -283,8 +283,7 @@ typedef struct fab_req {
     size_t bulk_len;
     fi_addr_t bulk_from;
     void *scratch;       /* a truncated bulk */
-    void *rbuf;          /* what the receive was posted with */
-    size_t rlen;
+    void *rbuf;          /* what the receive was posted with: buf, or hdr */
     struct fab_held *held; /* the message a matched probe holds */
     char hdr[HDR_LEN];
     fi_addr_t ack_to;    /* OP_ACK */
@@ -578,17 +577,27 @@ static void head_of_large(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, si
     }
 }
 
+/* Copy len bytes that arrived elsewhere into r's buffer, cut to its size
+ * (then *err says so); returns what was copied. */
+static size_t cut_into(fab_req *r, const void *src, size_t len, int *err)
+{
+    if (len > r->len) {
+        len = r->len;
+        *err = MPI_ERR_TRUNCATE;
+    }
+    if (len)
+        memcpy(r->buf, src, len);
+    return len;
+}
+
 static void bulk_done(fab_req *r)
 {
     size_t len = r->bulk_len;
     int err = MPI_SUCCESS;
-    if (r->scratch) {
-        if (r->len)
-            memcpy(r->buf, r->scratch, r->len);
+    if (r->scratch) { /* only when the bulk did not fit */
+        len = cut_into(r, r->scratch, len, &err);
         free(r->scratch);
         r->scratch = NULL;
-        len = r->len;
-        err = MPI_ERR_TRUNCATE;
     }
     recv_bytes(r, len, err);
 }
@@ -650,14 +659,8 @@ static void deliver_held(fab_tp *f, fab_req *r, fab_held *h)
     if (h->large) {
         head_of_large(f, r, h->tag, h->data, h->len, h->seq);
     } else {
-        size_t len = h->len;
         int err = MPI_SUCCESS;
-        if (len > r->len) {
-            len = r->len;
-            err = MPI_ERR_TRUNCATE;
-        }
-        if (len)
-            memcpy(r->buf, h->bytes, len);
+        size_t len = cut_into(r, h->bytes, h->len, &err);
         recv_status(r, h->tag, h->data, len, err);
         if (SYNC_SEQ(h->data))
             send_ack(f, r->fc, (int)(uint32_t)h->data, h->data);
@@ -677,14 +680,8 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
         head_of_large(f, r, tag, data & ~DATA_HDR, (size_t)blen, seq);
         return;
     }
-    if (r->rbuf == r->hdr) { /* a buffer under HDR_LEN bytes, without FI_PEEK */
-        if (len > r->len) {
-            len = r->len;
-            err = MPI_ERR_TRUNCATE;
-        }
-        if (len)
-            memcpy(r->buf, r->hdr, len);
-    }
+    if (r->rbuf == r->hdr) /* a buffer under HDR_LEN bytes, without FI_PEEK */
+        len = cut_into(r, r->hdr, len, &err);
     recv_status(r, tag, data, len, err);
     if (SYNC_SEQ(data))
         send_ack(f, r->fc, (int)(uint32_t)data, data);
@@ -827,6 +824,21 @@ static int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
     return MPI_SUCCESS;
 }
 
+/* What a receive or probe on fc matches: the source's endpoint (any, for
+ * MPI_ANY_SOURCE), the tag, and the bits it ignores (MPI_ANY_TAG's). */
+static inline fi_addr_t match_from(const fab_tp *f, const fab_comm *fc, int source)
+{
+    return source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]];
+}
+static inline uint64_t match_tag(const fab_comm *fc, int tag)
+{
+    return fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag);
+}
+static inline uint64_t match_ignore(int tag)
+{
+    return tag == MPI_ANY_TAG ? TAG_LOW : 0;
+}
+
 /* Try to hand r to the provider: 0 when it took it, -FI_EAGAIN when it
  * cannot yet, another negative error. */
 static ssize_t try_send(fab_tp *f, fab_req *r)
@@ -861,14 +873,7 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
 static ssize_t try_recv(fab_tp *f, fab_req *r)
 {
     fab_comm *fc = r->fc;
-    fi_addr_t from = r->peer == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[r->peer]];
-    uint64_t tag = fc->cid_bits, ignore = 0;
-    if (r->tag == MPI_ANY_TAG)
-        ignore |= TAG_LOW;
-    else
-        tag |= (uint32_t)r->tag;
     r->rbuf = r->buf;
-    r->rlen = r->len;
     if (job.nopeek) {
         /* What a probe took off the endpoint came before anything still in it. */
         fab_held **pp = f->held ? held_find(f, fc, r->peer, r->tag) : NULL;
@@ -876,12 +881,11 @@ static ssize_t try_recv(fab_tp *f, fab_req *r)
             deliver_held(f, r, held_take(f, pp));
             return 1;
         }
-        if (r->len < HDR_LEN) { /* room for a large message's header */
+        if (r->len < HDR_LEN) /* room for a large message's header */
             r->rbuf = r->hdr;
-            r->rlen = HDR_LEN;
-        }
     }
-    return fi_trecv(f->ep, r->rbuf, r->rlen, NULL, from, tag, ignore, &r->main.f);
+    return fi_trecv(f->ep, r->rbuf, r->rbuf == r->hdr ? HDR_LEN : r->len, NULL, match_from(f, fc, r->peer),
+                    match_tag(fc, r->tag), match_ignore(r->tag), &r->main.f);
 }
 
 static ssize_t try_issue(fab_tp *f, fab_req *r)
@@ -1196,10 +1200,8 @@ static int peek_held(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, i
         r->op = OP_PROBE;
         r->pending = 1;
         r->probe_found = 0;
-        fi_addr_t from = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]];
-        ssize_t rc = fi_trecv(f->ep, f->bounce, EAGER_MAX, NULL, from,
-                              fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
-                              tag == MPI_ANY_TAG ? TAG_LOW : 0, &r->main.f);
+        ssize_t rc = fi_trecv(f->ep, f->bounce, EAGER_MAX, NULL, match_from(f, fc, source), match_tag(fc, tag),
+                              match_ignore(tag), &r->main.f);
         if (rc == -FI_EAGAIN) {
             progress(f);
             *flag = 0;
@@ -1242,9 +1244,9 @@ static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int cl
     r->probe_found = 0;
     memset(&r->status, 0, sizeof r->status);
     struct fi_msg_tagged msg = {
-        .addr = source == MPI_ANY_SOURCE ? FI_ADDR_UNSPEC : f->addr[fc->world[source]],
-        .tag = fc->cid_bits | (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag),
-        .ignore = tag == MPI_ANY_TAG ? TAG_LOW : 0,
+        .addr = match_from(f, fc, source),
+        .tag = match_tag(fc, tag),
+        .ignore = match_ignore(tag),
         .context = &r->main.f,
     };
     ssize_t rc = f->bl_head ? -FI_EAGAIN : fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0));
