@@ -11,6 +11,7 @@ PKGS=(
     libmpich-dev mpich
     libhwloc-dev hwloc
     libfabric-dev
+    libucx-dev
     iproute2 iptables util-linux   # multi-node tests: ip netns, loss rules, unshare
 )
 case ${1:-} in

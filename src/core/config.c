@@ -43,7 +43,7 @@ static const char *const route_words[]    = { "target", "thread", NULL };
 static const char *const fence_words[]    = { "host", "passive", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
 static const char *const coll_words[]     = { "nonblocking", "host", NULL };
-static const char *const fabric_words[]   = { "off", "auto", "shm", "tcp", "verbs", NULL };
+static const char *const fabric_words[]   = { "off", "auto", "shm", "tcp", "verbs", "ucx", NULL };
 static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
 
 /* Indexed by msh_cfg_id, so that an entry cannot drift from its id

@@ -42,6 +42,7 @@
  * handlers no job without the fabric should pay. */
 #include "transport/transport.h"
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,22 +59,6 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     *why = "built without libfabric";
     return NULL;
 }
-int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag);
-int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag)
-{
-    (void)c, (void)inter, (void)no_any_tag;
-    return MPI_SUCCESS;
-}
-void msh_fab_comm_remove(MPI_Comm c);
-void msh_fab_comm_remove(MPI_Comm c) { (void)c; }
-const char *msh_fab_provider(void);
-const char *msh_fab_provider(void) { return NULL; }
-int msh_fab_message_vci(MPI_Message m);
-int msh_fab_message_vci(MPI_Message m)
-{
-    (void)m;
-    return -1;
-}
 
 #else
 
@@ -85,7 +70,7 @@ int msh_fab_message_vci(MPI_Message m)
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include "core/htab.h"
+#include "transport/lane.h"
 
 #define TAG_ACK (1ULL << 63)
 #define TAG_BULK_BIT (1ULL << 62)
@@ -118,29 +103,13 @@ static struct {
     char prov[64];
 } job;
 
-/* A communicator the fabric carries: its id, this process's rank, and the
- * world rank of each member (the index of its endpoint in every VCI's
- * address vector). Removed only by MPI_Comm_free. */
-typedef struct fab_comm {
-    msh_hent h;
-    uint64_t cid_bits; /* cid << TAG_CID_SHIFT */
-    int rank, size;
-    int world[];
-} fab_comm;
-
-static msh_htab comms = MSH_HTAB_INIT;
-static unsigned next_cid = 1; /* this process's counter, as rank 0 of a new communicator */
-static pthread_mutex_t cid_mtx = PTHREAD_MUTEX_INITIALIZER;
+/* A communicator the fabric carries (lane.h); its id sits at
+ * TAG_CID_SHIFT. */
+typedef msh_lane_comm fab_comm;
 
 static inline fab_comm *comm_of(MPI_Comm c)
 {
-    return (fab_comm *)msh_htab_lookup(&comms, msh_handle_key(&c, sizeof c));
-}
-
-const char *msh_fab_provider(void);
-const char *msh_fab_provider(void)
-{
-    return job.fab && !job.failed ? job.prov : NULL;
+    return msh_lane_comm_of(c);
 }
 
 /* Load libfabric's handful of real functions (the rest are inline calls
@@ -163,26 +132,13 @@ static const char *load(void)
     return NULL;
 }
 
-/* Whether every process of the job shares this node (collective). */
-static int one_node(void)
-{
-    MPI_Comm node;
-    int n = 0, all = 0;
-    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-        return 0;
-    PMPI_Comm_size(node, &n);
-    PMPI_Comm_free(&node);
-    PMPI_Allreduce(&n, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return all == job.wsize;
-}
-
 static const char *provider_name(void)
 {
     switch (msh_cfg.fabric) {
     case MSH_FABRIC_SHM:   return "shm";
     case MSH_FABRIC_TCP:   return "tcp;ofi_rxm";
     case MSH_FABRIC_VERBS: return "verbs;ofi_rxm";
-    default:               return one_node() ? "shm" : "tcp;ofi_rxm";
+    default:               return msh_lane_one_node() ? "shm" : "tcp;ofi_rxm";
     }
 }
 
@@ -328,46 +284,19 @@ typedef struct fab_tp {
     int ndone, capdone;
     msh_tp_done *out;    /* what poll returns */
     int capout;
-    /* Named types seen on this VCI and their sizes: asking the host costs
-     * a call per message, and some hosts take a global lock in it. Named
-     * handles are never freed, so an entry stays true. */
-    struct {
-        MPI_Datatype dt;
-        int size, used;
-    } named[16];
+    msh_lane_named named; /* named types' sizes */
 } fab_tp;
 
 static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
 
-/* A transport request word for a slot, and back. Values the hosts never
- * use for a request: odd addresses for Open MPI (its requests are aligned
- * objects), small positive ints for MPICH (handle kind 0, below
- * MPI_REQUEST_NULL's 0x2c000000). */
-#define SLOT_MAX (1 << 24)
-static inline msh_tp_req enc(int slot)
-{
-#if defined(OPEN_MPI) && OPEN_MPI
-    return (msh_tp_req)(uintptr_t)(((uintptr_t)slot << 1) | 1);
-#else
-    return (msh_tp_req)(slot + 1);
-#endif
-}
-static inline int dec(msh_tp_req t)
-{
-#if defined(OPEN_MPI) && OPEN_MPI
-    uintptr_t u = (uintptr_t)t;
-    return (u & 1) && (u >> 1) < SLOT_MAX ? (int)(u >> 1) : -1;
-#else
-    long u = (long)t;
-    return u >= 1 && u <= SLOT_MAX ? (int)(u - 1) : -1;
-#endif
-}
+#define enc msh_lane_enc
+#define dec msh_lane_dec
 
 static fab_req *req_new(fab_tp *f)
 {
     if (f->free_head < 0) {
         int n = f->nslots ? f->nslots * 2 : 256;
-        if (n > SLOT_MAX)
+        if (n > MSH_LANE_SLOT_MAX)
             return NULL;
         fab_req **s = realloc(f->slots, sizeof *s * (size_t)n);
         if (!s)
@@ -457,24 +386,6 @@ static void finish(fab_tp *f, fab_req *r)
     }
 }
 
-/* Whether dt is a named type, and then its size (the VCI's cache first). */
-static int named_size(fab_tp *f, MPI_Datatype dt, int *size)
-{
-    unsigned k = (unsigned)(msh_handle_key(&dt, sizeof dt) % 16);
-    if (f->named[k].used && memcmp(&f->named[k].dt, &dt, sizeof dt) == 0) {
-        *size = f->named[k].size;
-        return 1;
-    }
-    int ni, na, nd, combiner;
-    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
-        PMPI_Type_size(dt, size) != MPI_SUCCESS)
-        return 0;
-    f->named[k].dt = dt;
-    f->named[k].size = *size;
-    f->named[k].used = 1;
-    return 1;
-}
-
 /* A receive's count and error, its data unpacked (derived types). */
 static void recv_bytes(fab_req *r, size_t len, int err)
 {
@@ -482,12 +393,8 @@ static void recv_bytes(fab_req *r, size_t len, int err)
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
     PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
-    if (r->tmp && len > 0) {
-        int tsize = 0, pos = 0;
-        PMPI_Type_size(r->dt, &tsize);
-        int n = tsize > 0 ? (int)(len / (size_t)tsize) : 0;
-        PMPI_Unpack(r->tmp, (int)len, &pos, r->ubuf, n, r->dt, MPI_COMM_WORLD);
-    }
+    if (r->tmp && len > 0)
+        msh_lane_unpack(r->tmp, len, r->ubuf, r->dt);
 }
 
 static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
@@ -796,32 +703,10 @@ static void describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
     r->fc = fc;
 }
 
-/* The bytes of r's operation: the user's buffer for a named type, else a
- * packed copy (send) or a buffer to unpack from (receive). */
-static int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
+/* The bytes of r's operation (lane.h). */
+static inline int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
 {
-    int tsize = 0;
-    if (named_size(f, r->dt, &tsize)) {
-        *buf = r->ubuf;
-        *len = (size_t)r->count * (size_t)tsize;
-        return MPI_SUCCESS;
-    }
-    int psize = 0, pos = 0;
-    if (PMPI_Pack_size(r->count, r->dt, MPI_COMM_WORLD, &psize) != MPI_SUCCESS)
-        return MPI_ERR_TYPE;
-    r->tmp = malloc(psize > 0 ? (size_t)psize : 1);
-    if (!r->tmp)
-        return MPI_ERR_NO_MEM;
-    if (r->op == OP_SEND) {
-        int rc = PMPI_Pack(r->ubuf, r->count, r->dt, r->tmp, psize, &pos, MPI_COMM_WORLD);
-        if (rc != MPI_SUCCESS)
-            return rc;
-        *len = (size_t)pos;
-    } else {
-        *len = (size_t)psize;
-    }
-    *buf = r->tmp;
-    return MPI_SUCCESS;
+    return msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->tmp, buf, len);
 }
 
 /* What a receive or probe on fc matches: the source's endpoint (any, for
@@ -1144,43 +1029,9 @@ static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
-/* Matched-probe message handles, like request words: values the hosts
- * never use for a message, naming the VCI (whose endpoint holds the
- * claimed message) and the slot of the request that will receive it. */
-#define MSG_SLOT_BITS 18
-static inline MPI_Message msg_enc(int vci, int slot)
-{
-    uintptr_t code = ((uintptr_t)vci << MSG_SLOT_BITS) | (uintptr_t)slot;
-#if defined(OPEN_MPI) && OPEN_MPI
-    return (MPI_Message)((code << 1) | 1);
-#else
-    return (MPI_Message)(code + 1);
-#endif
-}
-static inline int msg_dec(MPI_Message m, int *vci, int *slot)
-{
-#if defined(OPEN_MPI) && OPEN_MPI
-    uintptr_t u = (uintptr_t)m;
-    if (!(u & 1) || (u >> 1) >= ((uintptr_t)MSH_MAX_VCIS << MSG_SLOT_BITS))
-        return 0;
-    u >>= 1;
-#else
-    long v = (long)m;
-    if (v < 1 || v > ((long)MSH_MAX_VCIS << MSG_SLOT_BITS))
-        return 0;
-    uintptr_t u = (uintptr_t)(v - 1);
-#endif
-    *vci = (int)(u >> MSG_SLOT_BITS);
-    *slot = (int)(u & ((1u << MSG_SLOT_BITS) - 1));
-    return 1;
-}
-
-int msh_fab_message_vci(MPI_Message m);
-int msh_fab_message_vci(MPI_Message m)
-{
-    int vci, slot;
-    return msg_dec(m, &vci, &slot) ? vci : -1;
-}
+#define MSG_SLOT_BITS MSH_LANE_MSG_SLOT_BITS
+#define msg_enc msh_lane_msg_enc
+#define msg_dec msh_lane_msg_dec
 
 /* A probe where the provider has no FI_PEEK: a message already held, or
  * a receive into the bounce buffer that is cancelled if nothing came at
@@ -1516,93 +1367,19 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     if (w) {
         *why = w;
         job.failed = 1;
+        msh_lane_shut();
         return NULL; /* the VCIs opened so far stay open, unused */
     }
+    /* Wildcard tags need the provider's ignore mask, which old shm does
+     * not apply to messages that arrived first (job.nopeek says why). */
+    if (idx == 0)
+        msh_lane_open(job.prov, CID_BITS, TAG_CID_SHIFT, INT_MAX, !job.nopeek);
     f->host = host;
     f->base.ops = &fab_ops;
     f->base.idx = idx;
     set_tracked(f);
     msh_tp_direct = 0;
     return &f->base;
-}
-
-/* ------------------------------------------------------------ communicators */
-
-/* A communicator's members in the world, or -1 if one is not in it (a
- * spawned or connected process). */
-static int world_ranks(MPI_Comm c, fab_comm *fc)
-{
-    MPI_Group g, wg;
-    PMPI_Comm_group(c, &g);
-    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
-    int *in = malloc(sizeof *in * (size_t)fc->size);
-    int ok = in != NULL;
-    if (ok) {
-        for (int i = 0; i < fc->size; i++)
-            in[i] = i;
-        PMPI_Group_translate_ranks(g, fc->size, in, wg, fc->world);
-        for (int i = 0; i < fc->size; i++)
-            ok &= fc->world[i] != MPI_UNDEFINED;
-    }
-    free(in);
-    PMPI_Group_free(&g);
-    PMPI_Group_free(&wg);
-    return ok ? 0 : -1;
-}
-
-int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag);
-int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag)
-{
-    if (!msh_fab_provider() || c == MPI_COMM_NULL || inter)
-        return MPI_SUCCESS;
-    int size, rank;
-    PMPI_Comm_size(c, &size);
-    PMPI_Comm_rank(c, &rank);
-    fab_comm *fc = malloc(sizeof *fc + sizeof(int) * (size_t)size);
-    /* {cid proposed by rank 0, a member cannot take part}, agreed by one
-     * reduction on c: collective over c and nothing else, so threads
-     * making communicators at once cannot deadlock here. */
-    long v[2] = { 0, 1 };
-    if (fc) {
-        fc->size = size;
-        fc->rank = rank;
-        v[1] = world_ranks(c, fc) != 0;
-    }
-    /* Wildcard tags need the provider's ignore mask, which old shm does
-     * not apply to messages that arrived first (job.nopeek says why). */
-    if (job.nopeek && !no_any_tag)
-        v[1] = 1;
-    if (rank == 0) {
-        int bits = 1;
-        while ((1 << bits) < job.wsize)
-            bits++;
-        pthread_mutex_lock(&cid_mtx);
-        unsigned n = next_cid < (1u << (CID_BITS - bits)) ? next_cid++ : 0;
-        pthread_mutex_unlock(&cid_mtx);
-        v[0] = n ? (long)(((unsigned long)job.wrank << (CID_BITS - bits)) | n) : 0;
-        v[1] |= n == 0; /* ids used up: the host carries it */
-    }
-    long agreed[2];
-    int rc = PMPI_Allreduce(v, agreed, 2, MPI_LONG, MPI_MAX, c);
-    if (rc != MPI_SUCCESS || agreed[1] || !fc) {
-        free(fc);
-        return rc;
-    }
-    fc->cid_bits = (uint64_t)agreed[0] << TAG_CID_SHIFT;
-    fc->h.key = msh_handle_key(&c, sizeof c);
-    if (msh_htab_insert(&comms, &fc->h) != 0) {
-        free(fc);
-        return MPI_ERR_NO_MEM; /* the others carry it: this one cannot */
-    }
-    return MPI_SUCCESS;
-}
-
-void msh_fab_comm_remove(MPI_Comm c);
-void msh_fab_comm_remove(MPI_Comm c)
-{
-    if (!msh_fab_provider())
-        return;
-    free(msh_htab_remove(&comms, msh_handle_key(&c, sizeof c)));
 }
 
 #endif

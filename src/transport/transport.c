@@ -1,17 +1,13 @@
 /* The transports a VCI can open (see transport.h). */
 #include <string.h>
 
+#include "transport/lane.h"
 #include "transport/transport.h"
 
 /* Each transport's open function, defined in its own file. */
 msh_tp *msh_tp_host_open(int idx, const char **why);
 msh_tp *msh_tp_fabric_open(int idx, const char **why);
-
-/* The fabric's communicator table (fabric.c). */
-int msh_fab_comm_add(MPI_Comm c, int inter, int no_any_tag);
-void msh_fab_comm_remove(MPI_Comm c);
-const char *msh_fab_provider(void);
-int msh_fab_message_vci(MPI_Message m);
+msh_tp *msh_tp_ucx_open(int idx, const char **why);
 
 int msh_tp_direct = 1;
 
@@ -21,6 +17,7 @@ static const struct {
 } transports[] = {
     { "host", msh_tp_host_open },
     { "fabric", msh_tp_fabric_open },
+    { "ucx", msh_tp_ucx_open },
 };
 
 msh_tp *msh_tp_open(const char *name, int idx, const char **why)
@@ -34,21 +31,22 @@ msh_tp *msh_tp_open(const char *name, int idx, const char **why)
 
 int msh_tp_comm_add(MPI_Comm c, int inter, int no_any_tag)
 {
-    return msh_tp_direct ? MPI_SUCCESS : msh_fab_comm_add(c, inter, no_any_tag);
+    return msh_tp_direct ? MPI_SUCCESS : msh_lane_comm_add(c, inter, no_any_tag);
 }
 
 void msh_tp_comm_remove(MPI_Comm c)
 {
     if (!msh_tp_direct)
-        msh_fab_comm_remove(c);
+        msh_lane_comm_remove(c);
 }
 
 const char *msh_tp_fabric_provider(void)
 {
-    return msh_fab_provider();
+    return msh_lane_provider();
 }
 
 int msh_tp_message_vci(MPI_Message m)
 {
-    return msh_tp_direct ? -1 : msh_fab_message_vci(m);
+    int vci, slot;
+    return !msh_tp_direct && msh_lane_msg_dec(m, &vci, &slot) ? vci : -1;
 }

@@ -43,7 +43,7 @@ int msh_vci_pool_init(int n, int serialized)
     for (int i = 0; i < n; i++) {
         const char *why = NULL;
         if (fabric) {
-            v[i].tp = msh_tp_open("fabric", i, &why);
+            v[i].tp = msh_tp_open(msh_cfg.fabric == MSH_FABRIC_UCX ? "ucx" : "fabric", i, &why);
             if (v[i].tp)
                 continue;
             msh_log("MPISHIM_FABRIC: VCI %d: %s; the host carries its messages", i, why);

@@ -1,0 +1,176 @@
+/* What every lane shares (lane.h): the communicators it carries, the
+ * named-type cache's slow path, packing. */
+#include "transport/lane.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+msh_htab msh_lane_comms = MSH_HTAB_INIT;
+
+static struct {
+    char provider[64];
+    int open;
+    int cid_bits, cid_shift, max_size, any_tag;
+    int wsize, wrank;
+} lane;
+static unsigned next_cid = 1; /* this process's counter, as rank 0 of a new communicator */
+static pthread_mutex_t cid_mtx = PTHREAD_MUTEX_INITIALIZER;
+
+void msh_lane_open(const char *provider, int cid_bits, int cid_shift, int max_size, int any_tag)
+{
+    snprintf(lane.provider, sizeof lane.provider, "%s", provider);
+    lane.cid_bits = cid_bits;
+    lane.cid_shift = cid_shift;
+    lane.max_size = max_size;
+    lane.any_tag = any_tag;
+    PMPI_Comm_size(MPI_COMM_WORLD, &lane.wsize);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &lane.wrank);
+    lane.open = 1;
+}
+
+void msh_lane_shut(void)
+{
+    lane.open = 0;
+}
+
+const char *msh_lane_provider(void)
+{
+    return lane.open ? lane.provider : NULL;
+}
+
+int msh_lane_one_node(void)
+{
+    MPI_Comm node;
+    int n = 0, all = 0, wsize = 0;
+    PMPI_Comm_size(MPI_COMM_WORLD, &wsize);
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return 0;
+    PMPI_Comm_size(node, &n);
+    PMPI_Comm_free(&node);
+    PMPI_Allreduce(&n, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all == wsize;
+}
+
+/* A communicator's members in the world, or -1 if one is not in it (a
+ * spawned or connected process). */
+static int world_ranks(MPI_Comm c, msh_lane_comm *lc)
+{
+    MPI_Group g, wg;
+    PMPI_Comm_group(c, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    int *in = malloc(sizeof *in * (size_t)lc->size);
+    int ok = in != NULL;
+    if (ok) {
+        for (int i = 0; i < lc->size; i++)
+            in[i] = i;
+        PMPI_Group_translate_ranks(g, lc->size, in, wg, lc->world);
+        for (int i = 0; i < lc->size; i++)
+            ok &= lc->world[i] != MPI_UNDEFINED;
+    }
+    free(in);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    return ok ? 0 : -1;
+}
+
+int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag)
+{
+    if (!lane.open || c == MPI_COMM_NULL || inter)
+        return MPI_SUCCESS;
+    int size, rank;
+    PMPI_Comm_size(c, &size);
+    PMPI_Comm_rank(c, &rank);
+    msh_lane_comm *lc = size <= lane.max_size ? malloc(sizeof *lc + sizeof(int) * (size_t)size) : NULL;
+    /* {id proposed by rank 0, a member cannot take part}, agreed by one
+     * reduction on c: collective over c and nothing else, so threads
+     * making communicators at once cannot deadlock here. The id is rank
+     * 0's world rank and the next number of its own counter: unique. */
+    long v[2] = { 0, 1 };
+    if (lc) {
+        lc->size = size;
+        lc->rank = rank;
+        v[1] = world_ranks(c, lc) != 0;
+    }
+    if (!lane.any_tag && !no_any_tag)
+        v[1] = 1;
+    if (rank == 0) {
+        int bits = 1;
+        while ((1 << bits) < lane.wsize)
+            bits++;
+        unsigned n = 0;
+        if (bits < lane.cid_bits) {
+            pthread_mutex_lock(&cid_mtx);
+            n = next_cid < (1u << (lane.cid_bits - bits)) ? next_cid++ : 0;
+            pthread_mutex_unlock(&cid_mtx);
+        }
+        v[0] = n ? (long)(((unsigned long)lane.wrank << (lane.cid_bits - bits)) | n) : 0;
+        v[1] |= n == 0; /* ids used up: the host carries it */
+    }
+    long agreed[2];
+    int rc = PMPI_Allreduce(v, agreed, 2, MPI_LONG, MPI_MAX, c);
+    if (rc != MPI_SUCCESS || agreed[1] || !lc) {
+        free(lc);
+        return rc;
+    }
+    lc->cid_bits = (uint64_t)agreed[0] << lane.cid_shift;
+    lc->h.key = msh_handle_key(&c, sizeof c);
+    if (msh_htab_insert(&msh_lane_comms, &lc->h) != 0) {
+        free(lc);
+        return MPI_ERR_NO_MEM; /* the others carry it: this one cannot */
+    }
+    return MPI_SUCCESS;
+}
+
+void msh_lane_comm_remove(MPI_Comm c)
+{
+    if (lane.open)
+        free(msh_htab_remove(&msh_lane_comms, msh_handle_key(&c, sizeof c)));
+}
+
+int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size)
+{
+    int ni, na, nd, combiner;
+    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
+        PMPI_Type_size(dt, size) != MPI_SUCCESS)
+        return 0;
+    n->e[k].dt = dt;
+    n->e[k].size = *size;
+    n->e[k].used = 1;
+    return 1;
+}
+
+int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
+                   size_t *len)
+{
+    int tsize = 0;
+    if (msh_lane_named_size(n, dt, &tsize)) {
+        *buf = ubuf;
+        *len = (size_t)count * (size_t)tsize;
+        return MPI_SUCCESS;
+    }
+    int psize = 0, pos = 0;
+    if (PMPI_Pack_size(count, dt, MPI_COMM_WORLD, &psize) != MPI_SUCCESS)
+        return MPI_ERR_TYPE;
+    *tmp = malloc(psize > 0 ? (size_t)psize : 1);
+    if (!*tmp)
+        return MPI_ERR_NO_MEM;
+    if (send) {
+        int rc = PMPI_Pack(ubuf, count, dt, *tmp, psize, &pos, MPI_COMM_WORLD);
+        if (rc != MPI_SUCCESS)
+            return rc;
+        *len = (size_t)pos;
+    } else {
+        *len = (size_t)psize;
+    }
+    *buf = *tmp;
+    return MPI_SUCCESS;
+}
+
+void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
+{
+    int tsize = 0, pos = 0;
+    PMPI_Type_size(dt, &tsize);
+    int n = tsize > 0 ? (int)(len / (size_t)tsize) : 0;
+    PMPI_Unpack(tmp, (int)len, &pos, ubuf, n, dt, MPI_COMM_WORLD);
+}

@@ -1,0 +1,138 @@
+/* Lanes: transports that carry communicators of their own, outside the
+ * host (fabric.c: a libfabric endpoint per VCI; ucx.c: a UCX worker per
+ * VCI). At most one lane opens per job. What every lane needs the same
+ * way lives here: the table of the communicators it carries (decided the
+ * same on every member when the communicator is registered), the words
+ * that stand for its requests and matched-probe messages in the host's
+ * handle types, a per-VCI cache of named types' sizes, and packing for
+ * the other types. */
+#ifndef MSH_TRANSPORT_LANE_H
+#define MSH_TRANSPORT_LANE_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/config.h"
+#include "core/htab.h"
+#include "transport/transport.h"
+
+/* A communicator the lane carries: its id (already shifted where the
+ * lane's tag wants it), this process's rank, and the world rank of each
+ * member. Removed only by MPI_Comm_free. */
+typedef struct msh_lane_comm {
+    msh_hent h;
+    uint64_t cid_bits;
+    int rank, size;
+    int world[];
+} msh_lane_comm;
+
+/* What a lane tells the table when its VCI 0 opened (once, at init, the
+ * same on every process): its provider's name, how many bits a
+ * communicator id may have and where they go in its tag, the largest
+ * communicator it carries, and whether it can match MPI_ANY_TAG (if not,
+ * it carries only communicators asserting no_any_tag). */
+void msh_lane_open(const char *provider, int cid_bits, int cid_shift, int max_size, int any_tag);
+/* A later VCI could not open: the lane carries nothing after all. */
+void msh_lane_shut(void);
+/* The lane's provider, or NULL when no lane is open. */
+const char *msh_lane_provider(void);
+
+/* Whether every process of the job shares this node (collective over
+ * MPI_COMM_WORLD). */
+int msh_lane_one_node(void);
+
+extern msh_htab msh_lane_comms;
+static inline msh_lane_comm *msh_lane_comm_of(MPI_Comm c)
+{
+    return (msh_lane_comm *)msh_htab_lookup(&msh_lane_comms, msh_handle_key(&c, sizeof c));
+}
+int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag);
+void msh_lane_comm_remove(MPI_Comm c);
+
+/* A request word for a slot, and back. Values the hosts never use for a
+ * request: odd addresses for Open MPI (its requests are aligned objects),
+ * small positive ints for MPICH (handle kind 0, below MPI_REQUEST_NULL's
+ * 0x2c000000). */
+#define MSH_LANE_SLOT_MAX (1 << 24)
+static inline msh_tp_req msh_lane_enc(int slot)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    return (msh_tp_req)(uintptr_t)(((uintptr_t)slot << 1) | 1);
+#else
+    return (msh_tp_req)(slot + 1);
+#endif
+}
+static inline int msh_lane_dec(msh_tp_req t)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    uintptr_t u = (uintptr_t)t;
+    return (u & 1) && (u >> 1) < MSH_LANE_SLOT_MAX ? (int)(u >> 1) : -1;
+#else
+    long u = (long)t;
+    return u >= 1 && u <= MSH_LANE_SLOT_MAX ? (int)(u - 1) : -1;
+#endif
+}
+
+/* Matched-probe message handles, the same way: they name the VCI that
+ * holds the claimed message and the slot of the request that stands for
+ * it. */
+#define MSH_LANE_MSG_SLOT_BITS 18
+static inline MPI_Message msh_lane_msg_enc(int vci, int slot)
+{
+    uintptr_t code = ((uintptr_t)vci << MSH_LANE_MSG_SLOT_BITS) | (uintptr_t)slot;
+#if defined(OPEN_MPI) && OPEN_MPI
+    return (MPI_Message)((code << 1) | 1);
+#else
+    return (MPI_Message)(code + 1);
+#endif
+}
+static inline int msh_lane_msg_dec(MPI_Message m, int *vci, int *slot)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    uintptr_t u = (uintptr_t)m;
+    if (!(u & 1) || (u >> 1) >= ((uintptr_t)MSH_MAX_VCIS << MSH_LANE_MSG_SLOT_BITS))
+        return 0;
+    u >>= 1;
+#else
+    long v = (long)m;
+    if (v < 1 || v > ((long)MSH_MAX_VCIS << MSH_LANE_MSG_SLOT_BITS))
+        return 0;
+    uintptr_t u = (uintptr_t)(v - 1);
+#endif
+    *vci = (int)(u >> MSH_LANE_MSG_SLOT_BITS);
+    *slot = (int)(u & ((1u << MSH_LANE_MSG_SLOT_BITS) - 1));
+    return 1;
+}
+
+/* Named types seen on a VCI and their sizes: asking the host costs a
+ * call per message, and some hosts take a global lock in it. Named
+ * handles are never freed, so an entry stays true. */
+typedef struct msh_lane_named {
+    struct {
+        MPI_Datatype dt;
+        int size, used;
+    } e[16];
+} msh_lane_named;
+
+int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size);
+
+/* Whether dt is a named type, and then its size. */
+static inline int msh_lane_named_size(msh_lane_named *n, MPI_Datatype dt, int *size)
+{
+    unsigned k = (unsigned)(msh_handle_key(&dt, sizeof dt) % 16);
+    if (n->e[k].used && memcmp(&n->e[k].dt, &dt, sizeof dt) == 0) {
+        *size = n->e[k].size;
+        return 1;
+    }
+    return msh_lane_named_miss(n, k, dt, size);
+}
+
+/* The bytes of an operation on count dt at ubuf: the buffer itself for a
+ * named type, else a packed copy (send) or room to unpack from (receive)
+ * in *tmp, which the caller frees. */
+int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
+                   size_t *len);
+/* Unpack len received bytes from tmp into count dt at ubuf. */
+void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
+
+#endif

@@ -1,0 +1,860 @@
+/* The UCX transport: each VCI owns a UCX worker (its own shared-memory
+ * or network endpoints), the way MPICH's ch4/ucx gives each VCI a worker
+ * of its own, so that threads on different VCIs share no lock with each
+ * other or with the host. A lane (lane.h): the communicators it carries
+ * are decided when they are made; every other one, and the host's own
+ * requests, stay with the host transport this one wraps.
+ *
+ * VCI i of every process talks to VCI i of every other; the workers'
+ * addresses are exchanged once, at init, through the host, and an
+ * endpoint to a process is made the first time a VCI sends to it.
+ *
+ * Matching is UCX's tag matching, which keeps one sender's messages in
+ * order. A message's 64-bit tag:
+ *   bits 48-63  the communicator's lane id
+ *   bits 31-47  the sender's rank in the communicator
+ *   bits 0-30   the MPI tag
+ * so MPI_ANY_SOURCE and MPI_ANY_TAG are masks, MPI_TAG_UB stays the
+ * host's (at most 2^31 - 1), and communicators over 2^17 processes stay
+ * with the host. UCX provides the rest of MPI's point-to-point rules:
+ * synchronous sends (ucp_tag_send_sync_nbx completes once the receiver
+ * matched), probes that leave or take the message (ucp_tag_probe_nb),
+ * receiving a taken message (ucp_tag_msg_recv_nbx), cancelling receives,
+ * and rendezvous for large messages.
+ *
+ * Locking: everything on a worker runs under its VCI's lock; workers are
+ * made UCS_THREAD_MODE_SERIALIZED, their shared context mt_workers_shared.
+ *
+ * libucp is loaded with dlopen when a job asks for it: a job without it
+ * pays nothing, and when the host has not loaded UCX itself, UCX is told
+ * not to install its error-signal handlers (crash reports stay the
+ * host's). */
+#include "transport/transport.h"
+
+#include <stdlib.h>
+
+#ifndef HAVE_UCX
+
+msh_tp *msh_tp_ucx_open(int idx, const char **why);
+msh_tp *msh_tp_ucx_open(int idx, const char **why)
+{
+    (void)idx;
+    *why = "built without UCX";
+    return NULL;
+}
+
+#else
+
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <ucp/api/ucp.h>
+
+#include "core/config.h"
+#include "core/log.h"
+#include "transport/lane.h"
+
+#define CID_BITS 16
+#define CID_SHIFT 48
+#define SRC_SHIFT 31
+#define SRC_BITS 17
+#define TAG_MASK ((1ULL << SRC_SHIFT) - 1)
+#define SRC_MASK (((1ULL << SRC_BITS) - 1) << SRC_SHIFT)
+
+/* ------------------------------------------------------------ the job */
+
+static struct {
+    void *lib;
+    ucs_status_t (*config_read)(const char *, const char *, ucp_config_t **);
+    void (*config_release)(ucp_config_t *);
+    ucs_status_t (*config_modify)(ucp_config_t *, const char *, const char *);
+    ucs_status_t (*init_version)(unsigned, unsigned, const ucp_params_t *, const ucp_config_t *, ucp_context_h *);
+    ucs_status_t (*worker_create)(ucp_context_h, const ucp_worker_params_t *, ucp_worker_h *);
+    void (*worker_destroy)(ucp_worker_h);
+    ucs_status_t (*worker_get_address)(ucp_worker_h, ucp_address_t **, size_t *);
+    void (*worker_release_address)(ucp_worker_h, ucp_address_t *);
+    unsigned (*worker_progress)(ucp_worker_h);
+    ucs_status_t (*ep_create)(ucp_worker_h, const ucp_ep_params_t *, ucp_ep_h *);
+    ucs_status_ptr_t (*ep_close_nbx)(ucp_ep_h, const ucp_request_param_t *);
+    ucs_status_ptr_t (*tag_send_nbx)(ucp_ep_h, const void *, size_t, ucp_tag_t, const ucp_request_param_t *);
+    ucs_status_ptr_t (*tag_send_sync_nbx)(ucp_ep_h, const void *, size_t, ucp_tag_t, const ucp_request_param_t *);
+    ucs_status_ptr_t (*tag_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_t, ucp_tag_t,
+                                     const ucp_request_param_t *);
+    ucp_tag_message_h (*tag_probe_nb)(ucp_worker_h, ucp_tag_t, ucp_tag_t, int, ucp_tag_recv_info_t *);
+    ucs_status_ptr_t (*tag_msg_recv_nbx)(ucp_worker_h, void *, size_t, ucp_tag_message_h,
+                                         const ucp_request_param_t *);
+    void (*request_cancel)(ucp_worker_h, void *);
+    void (*request_free)(void *);
+    ucs_status_t (*request_check_status)(void *);
+    ucp_context_h ctx;
+    int wsize, wrank;
+    int failed;
+} job;
+
+/* The symbols, in job's order after lib. */
+static const char *const syms[] = {
+    "ucp_config_read", "ucp_config_release", "ucp_config_modify", "ucp_init_version", "ucp_worker_create",
+    "ucp_worker_destroy", "ucp_worker_get_address", "ucp_worker_release_address", "ucp_worker_progress",
+    "ucp_ep_create", "ucp_ep_close_nbx", "ucp_tag_send_nbx", "ucp_tag_send_sync_nbx", "ucp_tag_recv_nbx",
+    "ucp_tag_probe_nb", "ucp_tag_msg_recv_nbx", "ucp_request_cancel", "ucp_request_free",
+    "ucp_request_check_status",
+};
+
+static const char *load(void)
+{
+    /* A host that loaded UCX itself (MPICH's ch4:ucx, Open MPI's ucx
+     * components) has its handlers already; otherwise UCX would install
+     * its own on the error signals, which raw runs do not have. */
+    int quiet = !dlopen("libucs.so.0", RTLD_NOW | RTLD_NOLOAD) && !getenv("UCX_HANDLE_ERRORS");
+    if (quiet)
+        setenv("UCX_HANDLE_ERRORS", "none", 1);
+    job.lib = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (quiet)
+        unsetenv("UCX_HANDLE_ERRORS"); /* read at load; children inherit what the user set */
+    if (!job.lib)
+        return "cannot load libucp.so.0";
+    void **fn = (void **)&job.config_read;
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++)
+        if (!(fn[i] = dlsym(job.lib, syms[i])))
+            return "libucp.so.0 lacks a function it needs";
+    return NULL;
+}
+
+static const char *query(void)
+{
+    ucp_config_t *cfg;
+    if (job.config_read(NULL, NULL, &cfg) != UCS_OK)
+        return "ucp_config_read failed";
+    /* One node: shared memory only, which also spares UCX opening every
+     * network device at start-up. A user's UCX_TLS wins. */
+    if (!getenv("UCX_TLS") && msh_lane_one_node())
+        job.config_modify(cfg, "TLS", "self,sm");
+    job.config_modify(cfg, "WARN_UNUSED_ENV_VARS", "n");
+    ucp_params_t p = {
+        .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED,
+        .features = UCP_FEATURE_TAG,
+        .mt_workers_shared = 1,
+    };
+    ucs_status_t st = job.init_version(UCP_API_MAJOR, UCP_API_MINOR, &p, cfg, &job.ctx);
+    job.config_release(cfg);
+    return st == UCS_OK ? NULL : "ucp_init failed";
+}
+
+/* Once, for VCI 0: load and initialise, and agree: if any process cannot,
+ * no process uses UCX. */
+static const char *job_open(void)
+{
+    PMPI_Comm_size(MPI_COMM_WORLD, &job.wsize);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &job.wrank);
+    const char *why = load();
+    if (!why)
+        why = query();
+    int ok = !why, all = 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) {
+        job.failed = 1;
+        return why ? why : "another process cannot open it";
+    }
+    return NULL;
+}
+
+/* ------------------------------------------------------------ requests */
+
+enum { OP_SEND, OP_RECV, OP_PROBE };
+
+struct ux_tp;
+typedef struct ux_req {
+    struct ux_tp *f;
+    int slot;
+    uint8_t op, mode, persistent, active, tracked, orphan;
+    uint8_t posting;     /* inside UCX's post call */
+    void *ctx;           /* the engine's, when tracked */
+    void *ubuf;
+    int count;
+    MPI_Datatype dt;
+    int peer, tag;
+    msh_lane_comm *lc;
+    void *tmp;           /* packed data */
+    void *buf;
+    size_t len;
+    MPI_Status status;
+    void *ureq;          /* UCX's request, while in flight */
+    ucp_tag_message_h msg; /* what a matched probe took */
+    struct ux_req *next; /* spare list */
+} ux_req;
+
+typedef struct ux_tp {
+    msh_tp base;
+    msh_tp *host;        /* everything UCX does not carry */
+    ucp_worker_h w;
+    ucp_ep_h *ep;        /* by world rank, made on first use */
+    char *addrs;         /* every process's worker address for this VCI */
+    size_t alen;         /* each one's room in addrs */
+    ux_req **slots;
+    int nslots, free_head;
+    int *free_next;
+    ux_req *spare;
+    int closed;
+    int ntracked;        /* UCX requests tracked, done ones not yet polled included */
+    msh_tp_done *done;
+    int ndone, capdone;
+    msh_tp_done *out;
+    int capout;
+    msh_lane_named named;
+} ux_tp;
+
+static inline ux_tp *ux_of(msh_tp *tp) { return (ux_tp *)tp; }
+
+static ux_req *req_new(ux_tp *f)
+{
+    if (f->free_head < 0) {
+        int n = f->nslots ? f->nslots * 2 : 256;
+        if (n > MSH_LANE_SLOT_MAX)
+            return NULL;
+        ux_req **s = realloc(f->slots, sizeof *s * (size_t)n);
+        if (!s)
+            return NULL;
+        f->slots = s;
+        int *fn = realloc(f->free_next, sizeof *fn * (size_t)n);
+        if (!fn)
+            return NULL;
+        f->free_next = fn;
+        for (int i = f->nslots; i < n; i++) {
+            f->slots[i] = NULL;
+            f->free_next[i] = i + 1 < n ? i + 1 : -1;
+        }
+        f->free_head = f->nslots;
+        f->nslots = n;
+    }
+    int i = f->free_head;
+    ux_req *r = f->spare;
+    if (r) {
+        f->spare = r->next;
+        memset(r, 0, sizeof *r);
+    } else if (!(r = calloc(1, sizeof *r))) {
+        return NULL;
+    }
+    f->free_head = f->free_next[i];
+    r->f = f;
+    r->slot = i;
+    f->slots[i] = r;
+    return r;
+}
+
+static void req_free(ux_tp *f, ux_req *r)
+{
+    f->slots[r->slot] = NULL;
+    f->free_next[r->slot] = f->free_head;
+    f->free_head = r->slot;
+    free(r->tmp);
+    r->tmp = NULL;
+    r->next = f->spare; /* no allocation per message */
+    f->spare = r;
+}
+
+static inline ux_req *req_of(ux_tp *f, msh_tp_req t)
+{
+    int s = msh_lane_dec(t);
+    return s >= 0 && s < f->nslots ? f->slots[s] : NULL;
+}
+
+/* ------------------------------------------------------------ completions */
+
+static int push_done(ux_tp *f, void *ctx, msh_tp_req treq, const MPI_Status *st)
+{
+    if (f->ndone == f->capdone) {
+        int n = f->capdone ? f->capdone * 2 : 64;
+        msh_tp_done *d = realloc(f->done, sizeof *d * (size_t)n);
+        if (!d)
+            return MPI_ERR_NO_MEM;
+        f->done = d;
+        f->capdone = n;
+    }
+    f->done[f->ndone++] = (msh_tp_done){ .ctx = ctx, .treq = treq, .status = *st };
+    return MPI_SUCCESS;
+}
+
+/* r has nothing more to come: hand it to the engine (tracked), leave it
+ * for wait or test (not tracked), or drop it (released while active). */
+static void finish(ux_tp *f, ux_req *r)
+{
+    r->active = 0;
+    if (r->tmp && r->op == OP_SEND) {
+        free(r->tmp);
+        r->tmp = NULL;
+    }
+    if (r->orphan) {
+        req_free(f, r);
+    } else if (r->tracked) {
+        r->tracked = 0;
+        if (push_done(f, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status) !=
+            MPI_SUCCESS)
+            msh_log("ucx: VCI %d: out of memory: a completion is lost and its wait will not return", f->base.idx);
+        else if (!r->persistent)
+            req_free(f, r);
+    }
+}
+
+static int ux_error(ucs_status_t st)
+{
+    switch (st) {
+    case UCS_OK:                      return MPI_SUCCESS;
+    case UCS_ERR_MESSAGE_TRUNCATED:   return MPI_ERR_TRUNCATE;
+    case UCS_ERR_NO_MEMORY:           return MPI_ERR_NO_MEM;
+    default:                          return MPI_ERR_OTHER;
+    }
+}
+
+static void send_done(ux_req *r, ucs_status_t st)
+{
+    r->status.MPI_ERROR = ux_error(st);
+    if (st != UCS_OK)
+        msh_log("ucx: VCI %d: a send failed: %s", r->f->base.idx, st == UCS_ERR_CANCELED ? "cancelled" : "error");
+    finish(r->f, r);
+}
+
+static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *info)
+{
+    MPI_Status *s = &r->status;
+    if (st == UCS_ERR_CANCELED) {
+        s->MPI_ERROR = MPI_SUCCESS;
+        PMPI_Status_set_cancelled(s, 1);
+    } else {
+        size_t len = info && st == UCS_OK ? info->length : r->len;
+        if (len > r->len)
+            len = r->len;
+        s->MPI_ERROR = ux_error(st);
+        if (info) {
+            s->MPI_SOURCE = (int)((info->sender_tag & SRC_MASK) >> SRC_SHIFT);
+            s->MPI_TAG = (int)(info->sender_tag & TAG_MASK);
+        }
+        /* zeroed when issued: not cancelled */
+        PMPI_Status_set_elements_x(s, MPI_BYTE, (MPI_Count)len);
+        if (r->tmp && len > 0)
+            msh_lane_unpack(r->tmp, len, r->ubuf, r->dt);
+    }
+    free(r->tmp);
+    r->tmp = NULL;
+    finish(r->f, r);
+}
+
+/* A callback may run inside the call that posts (receives ask for that:
+ * UCX 1.13 leaves the receive information of an immediate completion
+ * unset); the poster then frees UCX's request, which it is handed. */
+static void send_cb(void *request, ucs_status_t st, void *user)
+{
+    ux_req *r = user;
+    int posting = r->posting;
+    r->ureq = NULL;
+    send_done(r, st);
+    if (!posting)
+        job.request_free(request);
+}
+
+static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *info, void *user)
+{
+    ux_req *r = user;
+    int posting = r->posting;
+    r->ureq = NULL;
+    recv_done(r, st, info); /* info lives in UCX's request */
+    if (!posting)
+        job.request_free(request);
+}
+
+static void progress(ux_tp *f)
+{
+    if (f->closed)
+        return;
+    for (int i = 0; i < 64 && job.worker_progress(f->w); i++)
+        ;
+}
+
+/* ------------------------------------------------------------ posting */
+
+static ucp_ep_h ep_to(ux_tp *f, int world)
+{
+    if (!f->ep[world]) {
+        ucp_ep_params_t p = {
+            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+            .address = (const ucp_address_t *)(f->addrs + (size_t)world * f->alen),
+        };
+        if (job.ep_create(f->w, &p, &f->ep[world]) != UCS_OK)
+            f->ep[world] = NULL;
+    }
+    return f->ep[world];
+}
+
+static inline uint64_t match_tag(const msh_lane_comm *lc, int source, int tag)
+{
+    return lc->cid_bits | (source == MPI_ANY_SOURCE ? 0 : (uint64_t)source << SRC_SHIFT) |
+           (tag == MPI_ANY_TAG ? 0 : (uint32_t)tag);
+}
+static inline uint64_t match_mask(int source, int tag)
+{
+    return ~0ULL & ~(source == MPI_ANY_SOURCE ? SRC_MASK : 0) & ~(tag == MPI_ANY_TAG ? TAG_MASK : 0);
+}
+
+/* What UCX returned for a posted operation: done already (a send, or an
+ * operation whose callback ran inside the call), failed, or in flight
+ * (its request, completed through the callback). */
+static int posted(ux_req *r, ucs_status_ptr_t p)
+{
+    r->posting = 0;
+    if (p == NULL) {
+        send_done(r, UCS_OK);
+        return MPI_SUCCESS;
+    }
+    if (UCS_PTR_IS_ERR(p)) {
+        r->active = 0;
+        return ux_error(UCS_PTR_STATUS(p));
+    }
+    if (r->active)
+        r->ureq = p;
+    else
+        job.request_free(p);
+    return MPI_SUCCESS;
+}
+
+static int issue(ux_tp *f, ux_req *r)
+{
+    memset(&r->status, 0, sizeof r->status);
+    int rc = msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->tmp, &r->buf, &r->len);
+    if (rc != MPI_SUCCESS) {
+        free(r->tmp);
+        r->tmp = NULL;
+        return rc;
+    }
+    r->active = 1;
+    const msh_lane_comm *lc = r->lc;
+    if (r->op == OP_SEND) {
+        ucp_ep_h ep = ep_to(f, lc->world[r->peer]);
+        if (!ep) {
+            r->active = 0;
+            return MPI_ERR_OTHER;
+        }
+        ucp_request_param_t p = {
+            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+            .cb.send = send_cb,
+            .user_data = r,
+        };
+        uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)r->tag;
+        r->posting = 1;
+        ucs_status_ptr_t s = r->mode == MSH_TP_SSEND ? job.tag_send_sync_nbx(ep, r->buf, r->len, tag, &p)
+                                                     : job.tag_send_nbx(ep, r->buf, r->len, tag, &p);
+        return posted(r, s);
+    }
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+        .cb.recv = recv_cb,
+        .user_data = r,
+    };
+    r->posting = 1;
+    ucs_status_ptr_t s = r->msg ? job.tag_msg_recv_nbx(f->w, r->buf, r->len, r->msg, &p)
+                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(lc, r->peer, r->tag),
+                                                   match_mask(r->peer, r->tag), &p);
+    r->msg = NULL;
+    return posted(r, s);
+}
+
+/* The communicator m goes on, if UCX carries it and the peer is a process
+ * (MPI_PROC_NULL stays with the host, which completes it). */
+static msh_lane_comm *carried(const msh_tp_msg *m)
+{
+    return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_of(m->comm);
+}
+
+static void describe(ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
+{
+    r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
+    r->mode = (uint8_t)m->mode;
+    r->ubuf = (void *)(uintptr_t)m->buf;
+    r->count = m->count;
+    r->dt = m->dt;
+    r->peer = m->peer;
+    r->tag = m->tag;
+    r->lc = lc;
+}
+
+static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+{
+    if (f->closed)
+        return MPI_ERR_OTHER;
+    ux_req *r = req_new(f);
+    if (!r)
+        return MPI_ERR_NO_MEM;
+    describe(r, lc, m);
+    r->persistent = (uint8_t)persistent;
+    int rc = persistent ? MPI_SUCCESS : issue(f, r);
+    if (rc != MPI_SUCCESS) {
+        req_free(f, r);
+        return rc;
+    }
+    *treq = msh_lane_enc(r->slot);
+    return MPI_SUCCESS;
+}
+
+static int ux_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    ux_tp *f = ux_of(tp);
+    msh_lane_comm *lc = carried(m);
+    return lc ? new_req(f, lc, m, 0, treq) : msh_tp_post(f->host, m, treq);
+}
+
+static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    ux_tp *f = ux_of(tp);
+    msh_lane_comm *lc = carried(m);
+    return lc ? new_req(f, lc, m, 1, treq) : msh_tp_init(f->host, m, treq);
+}
+
+static int ux_start(msh_tp *tp, msh_tp_req *treq)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_start(f->host, treq);
+    return r->active ? MPI_ERR_REQUEST : issue(f, r);
+}
+
+/* Tracked: the host's and UCX's. Never idle to pollers: a peer's send may
+ * need this worker progressed before it completes (rendezvous, network
+ * transports), whatever this process has posted. */
+static void set_tracked(ux_tp *f)
+{
+    f->base.ntracked = f->host->ntracked + f->ntracked;
+    atomic_store_explicit(&f->base.busy, f->base.ntracked + 1, memory_order_relaxed);
+}
+
+static int ux_track(msh_tp *tp, void *ctx, msh_tp_req treq)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, treq);
+    int rc = MPI_SUCCESS;
+    if (!r) {
+        rc = msh_tp_track(f->host, ctx, treq);
+    } else {
+        r->ctx = ctx;
+        if (r->active) {
+            r->tracked = 1;
+        } else {
+            rc = push_done(f, ctx, r->persistent ? treq : MPI_REQUEST_NULL, &r->status);
+            if (rc == MPI_SUCCESS && !r->persistent)
+                req_free(f, r);
+        }
+        if (rc == MPI_SUCCESS)
+            f->ntracked++;
+    }
+    set_tracked(f);
+    return rc;
+}
+
+static int ux_poll(msh_tp *tp, const msh_tp_done **done)
+{
+    ux_tp *f = ux_of(tp);
+    const msh_tp_done *hd = NULL;
+    int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
+    progress(f);
+    int n = nh + f->ndone;
+    if (n > f->capout) {
+        msh_tp_done *o = realloc(f->out, sizeof *o * (size_t)n);
+        if (!o) {
+            msh_log("ucx: VCI %d: out of memory: completions lost", tp->idx);
+            set_tracked(f);
+            return 0;
+        }
+        f->out = o;
+        f->capout = n;
+    }
+    if (n == 0) {
+        set_tracked(f);
+        return 0;
+    }
+    if (nh)
+        memcpy(f->out, hd, sizeof *hd * (size_t)nh);
+    if (f->ndone)
+        memcpy(f->out + nh, f->done, sizeof *f->done * (size_t)f->ndone);
+    f->ntracked -= f->ndone;
+    f->ndone = 0;
+    set_tracked(f);
+    *done = f->out;
+    return n;
+}
+
+static void *ux_tracked(msh_tp *tp, int k)
+{
+    ux_tp *f = ux_of(tp);
+    if (k < f->host->ntracked)
+        return msh_tp_tracked(f->host, k);
+    k -= f->host->ntracked;
+    for (int i = 0; i < f->ndone; i++)
+        if (k-- == 0)
+            return f->done[i].ctx;
+    for (int i = 0; i < f->nslots; i++)
+        if (f->slots[i] && f->slots[i]->tracked && k-- == 0)
+            return f->slots[i]->ctx;
+    return NULL;
+}
+
+static int ux_cancel(msh_tp *tp, msh_tp_req *treq)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_cancel(f->host, treq);
+    /* A send is not cancelled once it left (MPI allows that: its status
+     * then says it was not). */
+    if (r->active && r->op == OP_RECV && r->ureq)
+        job.request_cancel(f->w, r->ureq);
+    return MPI_SUCCESS;
+}
+
+static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                    MPI_Status *status)
+{
+    ux_tp *f = ux_of(tp);
+    msh_lane_comm *lc = source == MPI_PROC_NULL ? NULL : msh_lane_comm_of(comm);
+    if (!lc)
+        return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+    if (f->closed)
+        return MPI_ERR_OTHER;
+    ucp_tag_recv_info_t info;
+    ucp_tag_message_h m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), message != NULL,
+                                           &info);
+    if (!m) { /* what has arrived may not be in the queue yet */
+        progress(f);
+        m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), message != NULL, &info);
+    }
+    set_tracked(f);
+    *flag = m != NULL;
+    if (!m)
+        return MPI_SUCCESS;
+    if (status != MPI_STATUS_IGNORE) {
+        memset(status, 0, sizeof *status);
+        status->MPI_SOURCE = (int)((info.sender_tag & SRC_MASK) >> SRC_SHIFT);
+        status->MPI_TAG = (int)(info.sender_tag & TAG_MASK);
+        PMPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)info.length);
+    }
+    if (message) {
+        ux_req *r = req_new(f);
+        if (!r || r->slot >= (1 << MSH_LANE_MSG_SLOT_BITS)) {
+            /* the message is taken: it can only be dropped */
+            ucp_request_param_t p = { .op_attr_mask = 0 };
+            void *sink = malloc(info.length ? info.length : 1);
+            ucs_status_ptr_t s = sink ? job.tag_msg_recv_nbx(f->w, sink, info.length, m, &p) : NULL;
+            while (s && !UCS_PTR_IS_ERR(s) && job.request_check_status(s) == UCS_INPROGRESS)
+                job.worker_progress(f->w);
+            if (s && !UCS_PTR_IS_ERR(s))
+                job.request_free(s);
+            free(sink);
+            if (r)
+                req_free(f, r);
+            return MPI_ERR_NO_MEM;
+        }
+        r->op = OP_PROBE;
+        r->msg = m;
+        r->lc = lc;
+        *message = msh_lane_msg_enc(tp->idx, r->slot);
+    }
+    return MPI_SUCCESS;
+}
+
+static int ux_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+                           msh_tp_req *treq)
+{
+    ux_tp *f = ux_of(tp);
+    int vci, slot;
+    if (!msh_lane_msg_dec(*message, &vci, &slot))
+        return msh_tp_post_matched(f->host, buf, count, dt, message, treq);
+    ux_req *r = vci == tp->idx && slot < f->nslots ? f->slots[slot] : NULL;
+    if (!r || r->op != OP_PROBE || !r->msg)
+        return MPI_ERR_REQUEST;
+    r->op = OP_RECV;
+    r->mode = MSH_TP_RECV;
+    r->ubuf = buf;
+    r->count = count;
+    r->dt = dt;
+    int rc = issue(f, r);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    *message = MPI_MESSAGE_NULL;
+    *treq = msh_lane_enc(r->slot);
+    return MPI_SUCCESS;
+}
+
+/* An untracked request's result; non-persistent ones are freed. */
+static int take(ux_tp *f, ux_req *r, msh_tp_req *treq, MPI_Status *st)
+{
+    int rc = r->status.MPI_ERROR;
+    if (st != MPI_STATUS_IGNORE)
+        *st = r->status;
+    if (!r->persistent) {
+        req_free(f, r);
+        *treq = MPI_REQUEST_NULL;
+    }
+    return rc;
+}
+
+static int ux_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_wait(f->host, treq, st);
+    while (r->active && !f->closed)
+        progress(f);
+    set_tracked(f);
+    return take(f, r, treq, st);
+}
+
+static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_test(f->host, treq, flag, st);
+    if (r->active)
+        progress(f);
+    set_tracked(f);
+    *flag = !r->active;
+    return *flag ? take(f, r, treq, st) : MPI_SUCCESS;
+}
+
+static int ux_release(msh_tp *tp, msh_tp_req *treq)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, *treq);
+    if (!r)
+        return msh_tp_release(f->host, treq);
+    if (r->active)
+        r->orphan = 1;
+    else
+        req_free(f, r);
+    *treq = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+}
+
+/* At finalize, under the VCI's lock: the endpoints and the worker go (its
+ * shared-memory segments with them); the structure stays, marked closed,
+ * for a thread still returning from its last call (vci.c says why). */
+static void ux_close(msh_tp *tp)
+{
+    ux_tp *f = ux_of(tp);
+    if (!f->closed) {
+        ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
+        for (int i = 0; i < job.wsize; i++) {
+            if (!f->ep[i])
+                continue;
+            ucs_status_ptr_t s = job.ep_close_nbx(f->ep[i], &p);
+            while (s && !UCS_PTR_IS_ERR(s) && job.request_check_status(s) == UCS_INPROGRESS)
+                job.worker_progress(f->w);
+            if (s && !UCS_PTR_IS_ERR(s))
+                job.request_free(s);
+            f->ep[i] = NULL;
+        }
+        job.worker_destroy(f->w);
+        f->closed = 1;
+    }
+    msh_tp_close(f->host);
+}
+
+static const msh_tp_ops ux_ops = {
+    .name = "ucx",
+    .post = ux_post,
+    .init = ux_init,
+    .start = ux_start,
+    .track = ux_track,
+    .poll = ux_poll,
+    .tracked = ux_tracked,
+    .cancel = ux_cancel,
+    .probe = ux_probe,
+    .post_matched = ux_post_matched,
+    .wait = ux_wait,
+    .test = ux_test,
+    .release = ux_release,
+    .close = ux_close,
+};
+
+/* ------------------------------------------------------------ opening */
+
+static const char *open_worker(ux_tp *f)
+{
+    ucp_worker_params_t p = {
+        .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+        .thread_mode = UCS_THREAD_MODE_SERIALIZED,
+    };
+    if (job.worker_create(job.ctx, &p, &f->w) != UCS_OK) {
+        f->w = NULL;
+        return "ucp_worker_create failed";
+    }
+    f->ep = calloc((size_t)job.wsize, sizeof *f->ep);
+    return f->ep ? NULL : "out of memory";
+}
+
+/* Exchange the workers' addresses through the host; every process calls
+ * this for each VCI in the same order. */
+static const char *exchange(ux_tp *f, const char *why)
+{
+    ucp_address_t *a = NULL;
+    size_t len = 0;
+    if (!why && job.worker_get_address(f->w, &a, &len) != UCS_OK)
+        why = "ucp_worker_get_address failed";
+    long v[2] = { !why, (long)len }, all[2];
+    v[0] = -v[0]; /* MPI_MAX of -ok: 0 when every process is ok */
+    PMPI_Allreduce(v, all, 2, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+    if (all[0] == 0) {
+        if (a)
+            job.worker_release_address(f->w, a);
+        return why ? why : "another process cannot open its worker";
+    }
+    f->alen = (size_t)all[1];
+    char *mine = calloc(1, f->alen);
+    f->addrs = malloc(f->alen * (size_t)job.wsize);
+    int ok = mine && f->addrs, allok = 0;
+    PMPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (allok) {
+        memcpy(mine, a, len);
+        PMPI_Allgather(mine, (int)f->alen, MPI_BYTE, f->addrs, (int)f->alen, MPI_BYTE, MPI_COMM_WORLD);
+    }
+    free(mine);
+    job.worker_release_address(f->w, a);
+    return allok ? NULL : "out of memory";
+}
+
+msh_tp *msh_tp_ucx_open(int idx, const char **why);
+msh_tp *msh_tp_ucx_open(int idx, const char **why)
+{
+    if (idx == 0 && (*why = job_open()) != NULL)
+        return NULL;
+    if (job.failed || !job.ctx) {
+        *why = "not opened";
+        return NULL;
+    }
+    ux_tp *f = aligned_alloc(MSH_CACHELINE, (sizeof *f + MSH_CACHELINE - 1) / MSH_CACHELINE * MSH_CACHELINE);
+    msh_tp *host = msh_tp_open("host", idx, why);
+    const char *w = !f || !host ? "out of memory" : NULL;
+    if (f) {
+        memset(f, 0, sizeof *f);
+        f->free_head = -1;
+        if (!w)
+            w = open_worker(f);
+    }
+    /* Collective from here: every process takes part even when it failed. */
+    w = exchange(f ? f : &(ux_tp){ 0 }, w);
+    if (w) {
+        *why = w;
+        job.failed = 1;
+        msh_lane_shut();
+        return NULL; /* the VCIs opened so far stay open, unused */
+    }
+    if (idx == 0)
+        msh_lane_open("ucx", CID_BITS, CID_SHIFT, 1 << SRC_BITS, 1);
+    f->host = host;
+    f->base.ops = &ux_ops;
+    f->base.idx = idx;
+    set_tracked(f);
+    msh_tp_direct = 0;
+    return &f->base;
+}
+
+#endif
