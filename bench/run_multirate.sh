@@ -31,6 +31,10 @@
 #                      each thread pair's communicator gets a VCI of its own
 #   fabtag-shm       fabric-shm with MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag
 #                      MPISHIM_NUM_VCIS=2T: the shared communicator spread by tag
+#   ucx              vci-adaptive with MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=T:
+#                      every VCI its own UCX worker; no assertion needed
+#   ucxtag           ucx with MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag
+#                      MPISHIM_NUM_VCIS=2T: the shared communicator spread by tag
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
 #   baseline         global-adaptive (the default) with another build's
@@ -88,7 +92,7 @@ bench_hosts "$@"
 
 configs=("${multirate_configs[@]}")
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm ucx ucxtag everywh)
 baseline=${BENCH_BASELINE:-}
 if [ -n "$baseline" ]; then
     for h in "${hosts[@]}"; do
@@ -143,6 +147,13 @@ bench_run() {
                  "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         fabtag-shm)
             cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=shm
+                 MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$((2 * t))"
+                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        ucx)
+            cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t"
+                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        ucxtag)
+            cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=ucx
                  MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$((2 * t))"
                  "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         tag-adaptive|tagT-adaptive)
@@ -261,6 +272,7 @@ header=$(
     echo "         g-adapt with MPISHIM_HOST_THREAD=serialized; tag/tagT = g-adapt with"
     echo "         MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag (VCIs auto / 2T); f-shm/f-tcp = v-adapt with"
     echo "         MPISHIM_FABRIC=shm/tcp, no_any_tag and T VCIs; ft-shm = f-shm with MPISHIM_MAP=tag and 2T VCIs;"
+    echo "         ucx = v-adapt with MPISHIM_FABRIC=ucx and T VCIs; ucxtag = ucx with no_any_tag, MPISHIM_MAP=tag, 2T VCIs;"
     echo "         everywh = MPI everywhere"
     echo "         (multirate -p, 2T ranks, raw host). Both modes run 2T busy entities: more than $cores"
     echo "         oversubscribes."

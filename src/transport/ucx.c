@@ -321,7 +321,9 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
         s->MPI_ERROR = MPI_SUCCESS;
         PMPI_Status_set_cancelled(s, 1);
     } else {
-        size_t len = info && st == UCS_OK ? info->length : r->len;
+        /* A truncated message is not delivered at all (UCX writes
+         * nothing): its count is 0, what arrived. */
+        size_t len = info && st == UCS_OK ? info->length : 0;
         if (len > r->len)
             len = r->len;
         s->MPI_ERROR = ux_error(st);
@@ -416,34 +418,78 @@ static int posted(ux_req *r, ucs_status_ptr_t p)
     return MPI_SUCCESS;
 }
 
+static int send_now(ux_tp *f, ux_req *r)
+{
+    const msh_lane_comm *lc = r->lc;
+    ucp_ep_h ep = ep_to(f, lc->world[r->peer]);
+    if (!ep) {
+        r->active = 0;
+        return MPI_ERR_OTHER;
+    }
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = send_cb,
+        .user_data = r,
+    };
+    uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)r->tag;
+    r->posting = 1;
+    ucs_status_ptr_t s = r->mode == MSH_TP_SSEND ? job.tag_send_sync_nbx(ep, r->buf, r->len, tag, &p)
+                                                 : job.tag_send_nbx(ep, r->buf, r->len, tag, &p);
+    return posted(r, s);
+}
+
+/* A buffered send completes at once, whether or not a receive is posted
+ * (a rendezvous would wait for it): the data is copied and sent by a
+ * request of its own, which goes when the transfer is done. */
+static int bsend(ux_tp *f, ux_req *r)
+{
+    ux_req *b = req_new(f);
+    if (!b)
+        return MPI_ERR_NO_MEM;
+    b->op = OP_SEND;
+    b->mode = MSH_TP_SEND;
+    b->peer = r->peer;
+    b->tag = r->tag;
+    b->lc = r->lc;
+    b->orphan = 1;
+    int rc = msh_lane_bytes(&f->named, 1, r->ubuf, r->count, r->dt, &b->tmp, &b->buf, &b->len);
+    if (rc == MPI_SUCCESS && !b->tmp) {
+        if ((b->tmp = malloc(b->len ? b->len : 1)) != NULL) {
+            if (b->len)
+                memcpy(b->tmp, b->buf, b->len);
+            b->buf = b->tmp;
+        } else {
+            rc = MPI_ERR_NO_MEM;
+        }
+    }
+    if (rc == MPI_SUCCESS) {
+        b->active = 1;
+        rc = send_now(f, b); /* on failure b is inactive, and not freed */
+    }
+    if (rc != MPI_SUCCESS) {
+        req_free(f, b);
+        r->active = 0;
+        return rc;
+    }
+    finish(f, r);
+    return MPI_SUCCESS;
+}
+
 static int issue(ux_tp *f, ux_req *r)
 {
     memset(&r->status, 0, sizeof r->status);
+    r->active = 1;
+    if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
+        return bsend(f, r);
     int rc = msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->tmp, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->tmp);
         r->tmp = NULL;
+        r->active = 0;
         return rc;
     }
-    r->active = 1;
-    const msh_lane_comm *lc = r->lc;
-    if (r->op == OP_SEND) {
-        ucp_ep_h ep = ep_to(f, lc->world[r->peer]);
-        if (!ep) {
-            r->active = 0;
-            return MPI_ERR_OTHER;
-        }
-        ucp_request_param_t p = {
-            .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
-            .cb.send = send_cb,
-            .user_data = r,
-        };
-        uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)r->tag;
-        r->posting = 1;
-        ucs_status_ptr_t s = r->mode == MSH_TP_SSEND ? job.tag_send_sync_nbx(ep, r->buf, r->len, tag, &p)
-                                                     : job.tag_send_nbx(ep, r->buf, r->len, tag, &p);
-        return posted(r, s);
-    }
+    if (r->op == OP_SEND)
+        return send_now(f, r);
     ucp_request_param_t p = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
         .cb.recv = recv_cb,
@@ -451,7 +497,7 @@ static int issue(ux_tp *f, ux_req *r)
     };
     r->posting = 1;
     ucs_status_ptr_t s = r->msg ? job.tag_msg_recv_nbx(f->w, r->buf, r->len, r->msg, &p)
-                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(lc, r->peer, r->tag),
+                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(r->lc, r->peer, r->tag),
                                                    match_mask(r->peer, r->tag), &p);
     r->msg = NULL;
     return posted(r, s);

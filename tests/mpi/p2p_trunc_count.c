@@ -21,6 +21,7 @@
 #define STALE 24 /* the warm-up receive's count */
 
 static int rank, failures;
+static int ucx_lane; /* the shim's UCX lane carries the messages */
 
 static int class_of(int code)
 {
@@ -46,10 +47,14 @@ static void check_count(const MPI_Status *st, int tag, const char *call)
     CHECK(st->MPI_SOURCE == 0 && st->MPI_TAG == tag, "%s: source %d tag %d, expected 0 %d", call, st->MPI_SOURCE,
           st->MPI_TAG, tag);
 #if defined(OPEN_MPI) && OPEN_MPI
-    const int want = MSG;
+    int want = MSG;
 #else
-    const int want = 0;
+    int want = 0;
 #endif
+    /* The shim's UCX lane delivers nothing of a truncated message, as
+     * MPICH over UCX does, and says so. */
+    if (ucx_lane)
+        want = 0;
     if (n == want)
         return;
     if (n == STALE && test_native_mpich40() &&
@@ -149,7 +154,11 @@ static void one_case(enum method m, int tag)
 int main(int argc, char **argv)
 {
     int size;
-    test_init(&argc, &argv, MPI_THREAD_SINGLE);
+    /* The shim's lanes carry only the messages of programs that ask for
+     * MPI_THREAD_MULTIPLE. */
+    const char *lane = getenv("MPISHIM_FABRIC");
+    ucx_lane = lane && strcmp(lane, "ucx") == 0 && !getenv("MPISHIM_DISABLE");
+    test_init(&argc, &argv, ucx_lane ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE);
     test_watchdog("p2p_trunc_count", 60);
     test_rank_size(MPI_COMM_WORLD, &rank, &size);
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
