@@ -427,9 +427,10 @@ static int send_now(ux_tp *f, ux_req *r)
         return MPI_ERR_OTHER;
     }
     ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
         .cb.send = send_cb,
         .user_data = r,
+        .memory_type = UCS_MEMORY_TYPE_HOST,
     };
     uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)r->tag;
     r->posting = 1;
@@ -491,9 +492,11 @@ static int issue(ux_tp *f, ux_req *r)
     if (r->op == OP_SEND)
         return send_now(f, r);
     ucp_request_param_t p = {
-        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL |
+                        UCP_OP_ATTR_FIELD_MEMORY_TYPE,
         .cb.recv = recv_cb,
         .user_data = r,
+        .memory_type = UCS_MEMORY_TYPE_HOST,
     };
     r->posting = 1;
     ucs_status_ptr_t s = r->msg ? job.tag_msg_recv_nbx(f->w, r->buf, r->len, r->msg, &p)
