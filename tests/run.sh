@@ -535,6 +535,19 @@ for host in "${hosts[@]}"; do
                  "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
         _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
 
+    # The same with the UCX lane open: UCX must not add its own handlers
+    # where the host has not loaded it (Open MPI), and keep the host's.
+    if [ "${HAVE_UCX:-no}" = yes ]; then
+        run_case "$host deps_clean np2 ucx lane: handlers as raw" expect_same_handlers \
+            env MPISHIM_FABRIC=ucx bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+            _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+        run_case "$host crash np2 ucx lane reported as raw" expect_same_crash \
+            env MPISHIM_FABRIC=ucx bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+            _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+    fi
+
     # The fabric's shm endpoints live in /dev/shm files that only closing
     # them removes: a run must leave none behind (they would pile up, and
     # a later process with the same pid could not open its endpoint).

@@ -40,10 +40,19 @@ int msh_vci_pool_init(int n, int serialized)
     int fabric = msh_cfg.fabric != MSH_FABRIC_OFF && !serialized;
     if (msh_cfg.fabric != MSH_FABRIC_OFF && serialized)
         msh_log("MPISHIM_FABRIC: not with a serialized host; the host carries every message");
+    /* auto: UCX's workers where UCX loads (faster than libfabric's shm
+     * provider, and without its limits), else libfabric. */
+    const char *lane = msh_cfg.fabric == MSH_FABRIC_UCX || msh_cfg.fabric == MSH_FABRIC_AUTO ? "ucx" : "fabric";
     for (int i = 0; i < n; i++) {
         const char *why = NULL;
         if (fabric) {
-            v[i].tp = msh_tp_open(msh_cfg.fabric == MSH_FABRIC_UCX ? "ucx" : "fabric", i, &why);
+            v[i].tp = msh_tp_open(lane, i, &why);
+            if (!v[i].tp && i == 0 && msh_cfg.fabric == MSH_FABRIC_AUTO && strcmp(lane, "ucx") == 0) {
+                if (msh_cfg.verbose)
+                    msh_log("MPISHIM_FABRIC=auto: UCX: %s; trying libfabric", why);
+                lane = "fabric"; /* every process saw the same: the opens agree */
+                v[i].tp = msh_tp_open(lane, i, &why);
+            }
             if (v[i].tp)
                 continue;
             msh_log("MPISHIM_FABRIC: VCI %d: %s; the host carries its messages", i, why);
