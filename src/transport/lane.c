@@ -113,13 +113,20 @@ int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag)
         free(lc);
         return rc;
     }
-    lc->cid_bits = (uint64_t)agreed[0] << lane.cid_shift;
+    lc->cid = (uint64_t)agreed[0];
+    lc->cid_bits = lc->cid << lane.cid_shift;
     lc->h.key = msh_handle_key(&c, sizeof c);
     if (msh_htab_insert(&msh_lane_comms, &lc->h) != 0) {
         free(lc);
         return MPI_ERR_NO_MEM; /* the others carry it: this one cannot */
     }
     return MPI_SUCCESS;
+}
+
+int msh_lane_comm_home(MPI_Comm c, int n)
+{
+    msh_lane_comm *lc = lane.open ? msh_lane_comm_of(c) : NULL;
+    return lc && n > 0 ? (int)(lc->cid % (uint64_t)n) : -1;
 }
 
 void msh_lane_comm_remove(MPI_Comm c)

@@ -21,6 +21,7 @@
  * member. Removed only by MPI_Comm_free. */
 typedef struct msh_lane_comm {
     msh_hent h;
+    uint64_t cid;      /* agreed by every member */
     uint64_t cid_bits;
     int rank, size;
     int world[];
@@ -48,6 +49,8 @@ static inline msh_lane_comm *msh_lane_comm_of(MPI_Comm c)
 }
 int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag);
 void msh_lane_comm_remove(MPI_Comm c);
+/* The VCI (of n) every member of a carried c uses for it, or -1. */
+int msh_lane_comm_home(MPI_Comm c, int n);
 
 /* A request word for a slot, and back. Values the hosts never use for a
  * request: odd addresses for Open MPI (its requests are aligned objects),

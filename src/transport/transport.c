@@ -40,6 +40,11 @@ void msh_tp_comm_remove(MPI_Comm c)
         msh_lane_comm_remove(c);
 }
 
+int msh_tp_comm_home(MPI_Comm c, int n)
+{
+    return msh_tp_direct ? -1 : msh_lane_comm_home(c, n);
+}
+
 const char *msh_tp_fabric_provider(void)
 {
     return msh_lane_provider();

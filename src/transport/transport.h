@@ -133,6 +133,10 @@ extern int msh_tp_direct;
  * no_any_tag: c's receives and probes never use MPI_ANY_TAG (asserted). */
 int msh_tp_comm_add(MPI_Comm c, int inter, int no_any_tag);
 void msh_tp_comm_remove(MPI_Comm c);
+/* The VCI (of n) that c's messages must use when a transport of its own
+ * carries c, the same on every member (VCI i of one process reaches only
+ * VCI i of another there); -1 when any VCI will do. */
+int msh_tp_comm_home(MPI_Comm c, int n);
 
 /* The VCI whose transport holds a message a matched probe returned, or -1
  * for the host's messages (any VCI may receive those). */

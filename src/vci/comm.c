@@ -150,6 +150,11 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
         free_entry(mc);
         return rc;
     }
+    /* A lane reaches only the same VCI of another process: the home the
+     * members agree on, not this process's own rotation. */
+    int home = msh_tp_comm_home(c, msh_pool.n);
+    if (home >= 0)
+        mc->vci = home;
     gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
     rc = msh_htab_insert(&table, &mc->h);
     if (rc != MPI_SUCCESS)
