@@ -38,6 +38,13 @@ const char *mpishim_version(void);
  * and whether it came from the environment), one variable per line. */
 void mpishim_print_config(FILE *out);
 
+/* The lane that carries this process's point-to-point messages outside the
+ * host (MPISHIM_FABRIC): "ucx", or the libfabric provider ("shm",
+ * "tcp;ofi_rxm", ...); NULL when none is open (off, the program did not
+ * ask for MPI_THREAD_MULTIPLE, or a process could not open it). Valid
+ * between MPI_Init_thread and MPI_Finalize. */
+const char *mpishim_lane(void);
+
 /* Bytes the shim's handle side tables (communicators, windows) hold now:
  * the current tables and replaced ones still in their grace period. For
  * leak checks; bounded by the live communicators and windows, not by how

@@ -191,9 +191,16 @@ expect_info() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
     local k
     for k in '^mpishim [0-9.]+ \(' '^host MPI library +[A-Za-z]' '^MPI standard +[0-9]\.[0-9]' \
-             '^thread support ' '^cores \(hwloc\) +[0-9]+ cores' '^libfabric ' '^  MPISHIM_NUM_VCIS +auto'; do
+             '^thread support ' '^cores \(hwloc\) +[0-9]+ cores' '^libfabric ' '^lane +none' \
+             '^  MPISHIM_NUM_VCIS +auto'; do
         grep -qE "$k" "$2" || { echo "missing line matching: $k"; return; }
     done
+}
+
+# mpishim-info names the lane a run opens (here UCX's).
+expect_info_ucx() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    grep -qE '^lane +ucx: ' "$2" || echo "no 'lane ucx' line"
 }
 
 expect_no_fabric_needed() {
@@ -506,6 +513,8 @@ for host in "${hosts[@]}"; do
     run_case "$host MPISHIM_PROGRESS_CPU=60000 warns, thread unbound" "expect_progress_cpu same 60000" \
         env MPISHIM_PROGRESS=thread MPISHIM_PROGRESS_CPU=60000 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
     run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
+    [ "${HAVE_UCX:-no}" != yes ] ||
+        run_case "$host mpishim-info, ucx lane" expect_info_ucx env MPISHIM_FABRIC=ucx "$build/mpishim-info" --host "$host"
 
     # The examples people copy: raw and under the shim, results checked.
     for ex in halo_omp part_pipeline rma_threads; do

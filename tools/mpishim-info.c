@@ -103,6 +103,12 @@ int main(int argc, char **argv)
         size_t fcap = n > 0 ? msh_fabric_tx_cap() : 0;
         if (fcap > 0 && fcap < (size_t)pool)
             printf("                   hardware transmit contexts suggest MPISHIM_NUM_VCIS=%zu\n", fcap);
+        const char *lane = mpishim_lane();
+        if (lane)
+            printf("lane               %s: each VCI's point-to-point messages go outside the host (MPISHIM_FABRIC)\n",
+                   lane);
+        else
+            printf("lane               none: every message goes through the host\n");
         printf("configuration (MPISHIM_* environment):\n");
         mpishim_print_config(stdout);
         fflush(stdout);

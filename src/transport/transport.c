@@ -1,6 +1,8 @@
 /* The transports a VCI can open (see transport.h). */
 #include <string.h>
 
+#include "mpishim.h"
+
 #include "transport/lane.h"
 #include "transport/transport.h"
 
@@ -48,6 +50,11 @@ int msh_tp_comm_home(MPI_Comm c, int n)
 const char *msh_tp_fabric_provider(void)
 {
     return msh_lane_provider();
+}
+
+MSH_EXPORT const char *mpishim_lane(void)
+{
+    return msh_tp_direct ? NULL : msh_lane_provider();
 }
 
 int msh_tp_message_vci(MPI_Message m)

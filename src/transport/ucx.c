@@ -105,13 +105,19 @@ static const char *load(void)
 {
     /* A host that loaded UCX itself (MPICH's ch4:ucx, Open MPI's ucx
      * components) has its handlers already; otherwise UCX would install
-     * its own on the error signals, which raw runs do not have. */
-    int quiet = !dlopen("libucs.so.0", RTLD_NOW | RTLD_NOLOAD) && !getenv("UCX_HANDLE_ERRORS");
-    if (quiet)
-        setenv("UCX_HANDLE_ERRORS", "none", 1);
+     * its own, on the error signals and on SIGHUP (its debug signal),
+     * which raw runs do not have. Both are read once, when libucs loads;
+     * a user's own settings win. */
+    static const char *const quiet[][2] = { { "UCX_HANDLE_ERRORS", "none" }, { "UCX_DEBUG_SIGNO", "0" } };
+    int set[2] = { 0, 0 };
+    int loaded = dlopen("libucs.so.0", RTLD_NOW | RTLD_NOLOAD) != NULL;
+    for (int i = 0; i < 2 && !loaded; i++)
+        if (!getenv(quiet[i][0]))
+            set[i] = setenv(quiet[i][0], quiet[i][1], 1) == 0;
     job.lib = dlopen("libucp.so.0", RTLD_NOW | RTLD_LOCAL);
-    if (quiet)
-        unsetenv("UCX_HANDLE_ERRORS"); /* read at load; children inherit what the user set */
+    for (int i = 0; i < 2; i++)
+        if (set[i])
+            unsetenv(quiet[i][0]); /* children inherit only what the user set */
     if (!job.lib)
         return "cannot load libucp.so.0";
     void **fn = (void **)&job.config_read;
