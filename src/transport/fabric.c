@@ -212,20 +212,17 @@ typedef struct fab_ctx {
 } fab_ctx;
 
 typedef struct fab_req {
+    msh_lane_req b;      /* first (lane.h) */
     fab_ctx main, ack, bulk;
-    int slot;
-    uint8_t op, mode, persistent, active, tracked, orphan;
+    uint8_t op, mode;
     int pending;         /* completions still to come */
-    void *ctx;           /* the engine's, when tracked */
     /* the operation */
     void *ubuf;
     int count;
     MPI_Datatype dt;
     int peer, tag;
     fab_comm *fc;
-    void *tmp;           /* packed data */
     size_t len;
-    MPI_Status status;
     int probe_found;
     /* waiting in the backlog: what is left to issue */
     struct fab_req *next;
@@ -263,16 +260,12 @@ typedef struct fab_tp {
     struct fid_cq *cq;
     struct fid_av *av;
     fi_addr_t *addr;     /* by world rank */
-    fab_req **slots;
-    int nslots, free_head;
-    int *free_next;
-    fab_req *spare;      /* freed requests, kept for reuse (through next) */
+    msh_lane_q q;        /* requests and completions not yet polled */
     /* Without FI_PEEK: messages a probe took off the endpoint, oldest
      * first, which receives match before the endpoint's. */
     struct fab_held *held, **held_tail;
     char *bounce;
     int closed;          /* the endpoint is gone (finalize): nothing moves */
-    int ntracked;        /* fabric requests tracked, done ones not yet polled included */
     uint32_t seq;        /* synchronous sends */
     /* Operations the provider could not take yet (-FI_EAGAIN), issued in
      * order by later progress: the poster never spins inside a post,
@@ -280,127 +273,57 @@ typedef struct fab_tp {
      * another VCI. Later operations queue behind them, to keep order. */
     fab_req *bl_head, *bl_tail;
     int nacks;           /* acknowledgements in the backlog (not tracked) */
-    msh_tp_done *done;   /* completed tracked requests not yet polled */
-    int ndone, capdone;
-    msh_tp_done *out;    /* what poll returns */
-    int capout;
     msh_lane_named named; /* named types' sizes */
 } fab_tp;
 
 static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
 
 #define enc msh_lane_enc
-#define dec msh_lane_dec
 
 static fab_req *req_new(fab_tp *f)
 {
-    if (f->free_head < 0) {
-        int n = f->nslots ? f->nslots * 2 : 256;
-        if (n > MSH_LANE_SLOT_MAX)
-            return NULL;
-        fab_req **s = realloc(f->slots, sizeof *s * (size_t)n);
-        if (!s)
-            return NULL;
-        f->slots = s;
-        int *fn = realloc(f->free_next, sizeof *fn * (size_t)n);
-        if (!fn)
-            return NULL;
-        f->free_next = fn;
-        for (int i = f->nslots; i < n; i++) {
-            f->slots[i] = NULL;
-            f->free_next[i] = i + 1 < n ? i + 1 : -1;
-        }
-        f->free_head = f->nslots;
-        f->nslots = n;
-    }
-    int i = f->free_head;
-    fab_req *r = f->spare;
+    fab_req *r = (fab_req *)msh_lane_req_new(&f->q);
     if (r) {
-        f->spare = r->next;
-        memset(r, 0, sizeof *r);
-    } else if (!(r = calloc(1, sizeof *r))) {
-        return NULL;
+        r->main.req = r->ack.req = r->bulk.req = r;
+        r->main.which = CTX_MAIN;
+        r->ack.which = CTX_ACK;
+        r->bulk.which = CTX_BULK;
     }
-    f->free_head = f->free_next[i];
-    r->slot = i;
-    r->main.req = r->ack.req = r->bulk.req = r;
-    r->main.which = CTX_MAIN;
-    r->ack.which = CTX_ACK;
-    r->bulk.which = CTX_BULK;
-    f->slots[i] = r;
     return r;
 }
 
-static void req_free(fab_tp *f, fab_req *r)
+/* What a request holds besides its packed data (lane.h's drop). */
+static void drop(msh_lane_req *b)
 {
-    f->slots[r->slot] = NULL;
-    f->free_next[r->slot] = f->free_head;
-    f->free_head = r->slot;
-    free(r->tmp);
+    fab_req *r = (fab_req *)b;
     free(r->scratch);
     free(r->held);
-    r->tmp = r->scratch = NULL;
+    r->scratch = NULL;
     r->held = NULL;
-    r->next = f->spare; /* no allocation per message */
-    f->spare = r;
 }
 
-static inline fab_req *req_of(fab_tp *f, msh_tp_req t)
-{
-    int s = dec(t);
-    return s >= 0 && s < f->nslots ? f->slots[s] : NULL;
-}
+static inline void req_free(fab_tp *f, fab_req *r) { msh_lane_req_free(&f->q, &r->b); }
+static inline fab_req *req_of(fab_tp *f, msh_tp_req t) { return (fab_req *)msh_lane_req_of(&f->q, t); }
 
 /* ------------------------------------------------------------ completions */
 
-static int push_done(fab_tp *f, void *ctx, msh_tp_req treq, const MPI_Status *st)
-{
-    if (f->ndone == f->capdone) {
-        int n = f->capdone ? f->capdone * 2 : 64;
-        msh_tp_done *d = realloc(f->done, sizeof *d * (size_t)n);
-        if (!d)
-            return MPI_ERR_NO_MEM;
-        f->done = d;
-        f->capdone = n;
-    }
-    f->done[f->ndone++] = (msh_tp_done){ .ctx = ctx, .treq = treq, .status = *st };
-    return MPI_SUCCESS;
-}
-
-/* r has nothing more to come: hand it to the engine (tracked), leave it
- * for wait or test (not tracked), or drop it (released while active). */
-static void finish(fab_tp *f, fab_req *r)
-{
-    r->active = 0;
-    free(r->tmp);
-    r->tmp = NULL;
-    if (r->orphan) {
-        req_free(f, r);
-    } else if (r->tracked) {
-        r->tracked = 0;
-        if (push_done(f, r->ctx, r->persistent ? enc(r->slot) : MPI_REQUEST_NULL, &r->status) != MPI_SUCCESS)
-            msh_log("fabric: VCI %d: out of memory: a completion is lost and its wait will not return",
-                    f->base.idx);
-        else if (!r->persistent)
-            req_free(f, r);
-    }
-}
+static inline void finish(fab_tp *f, fab_req *r) { msh_lane_finish(&f->q, &r->b, f->base.idx); }
 
 /* A receive's count and error, its data unpacked (derived types). */
 static void recv_bytes(fab_req *r, size_t len, int err)
 {
-    MPI_Status *st = &r->status;
+    MPI_Status *st = &r->b.status;
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
     PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
-    if (r->tmp && len > 0)
-        msh_lane_unpack(r->tmp, len, r->ubuf, r->dt);
+    if (r->b.tmp && len > 0)
+        msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
 }
 
 static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
 {
-    r->status.MPI_SOURCE = (int)(uint32_t)data;
-    r->status.MPI_TAG = (int)(tag & TAG_LOW);
+    r->b.status.MPI_SOURCE = (int)(uint32_t)data;
+    r->b.status.MPI_TAG = (int)(tag & TAG_LOW);
     recv_bytes(r, len, err);
 }
 
@@ -466,8 +389,8 @@ static ssize_t try_bulk(fab_tp *f, fab_req *r)
 static void head_of_large(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, uint32_t seq)
 {
     int src = (int)(uint32_t)data;
-    r->status.MPI_SOURCE = src;
-    r->status.MPI_TAG = (int)(tag & TAG_LOW);
+    r->b.status.MPI_SOURCE = src;
+    r->b.status.MPI_TAG = (int)(tag & TAG_LOW);
     r->bulk_len = len;
     r->bulk_seq = seq;
     r->bulk_from = f->addr[r->fc->world[src]];
@@ -479,7 +402,7 @@ static void head_of_large(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, si
     if (rc == -FI_EAGAIN) {
         backlog_add(f, r);
     } else if (rc) {
-        r->status.MPI_ERROR = fi_error((int)rc);
+        r->b.status.MPI_ERROR = fi_error((int)rc);
         r->pending--;
     }
 }
@@ -606,10 +529,10 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
     }
     if (r->op == OP_PROBE) {
         r->probe_found = 1;
-        r->status.MPI_SOURCE = (int)(uint32_t)e->data;
-        r->status.MPI_TAG = (int)(e->tag & TAG_LOW);
-        r->status.MPI_ERROR = MPI_SUCCESS;
-        PMPI_Status_set_elements_x(&r->status, MPI_BYTE, (MPI_Count)e->len); /* zeroed by peek */
+        r->b.status.MPI_SOURCE = (int)(uint32_t)e->data;
+        r->b.status.MPI_TAG = (int)(e->tag & TAG_LOW);
+        r->b.status.MPI_ERROR = MPI_SUCCESS;
+        PMPI_Status_set_elements_x(&r->b.status, MPI_BYTE, (MPI_Count)e->len); /* zeroed by peek */
         r->pending = 0;
         return;
     }
@@ -633,14 +556,14 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
     if (e->err == FI_ECANCELED && c->which == CTX_ACK) {
         /* the acknowledgement receive of a send that failed */
     } else if (e->err == FI_ECANCELED) {
-        r->status.MPI_ERROR = MPI_SUCCESS;
-        PMPI_Status_set_cancelled(&r->status, 1);
+        r->b.status.MPI_ERROR = MPI_SUCCESS;
+        PMPI_Status_set_cancelled(&r->b.status, 1);
     } else if (r->op == OP_RECV && c->which == CTX_MAIN) {
         /* Truncated: the buffer is full (len may say 0). */
         on_recv(f, r, e->tag, e->data, e->err == FI_ETRUNC ? r->len : e->len,
                 e->err == FI_ETRUNC ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
     } else {
-        r->status.MPI_ERROR = MPI_ERR_OTHER;
+        r->b.status.MPI_ERROR = MPI_ERR_OTHER;
         msh_log("fabric: VCI %d: operation failed: error %d", f->base.idx, e->err);
     }
     if (--r->pending == 0)
@@ -706,7 +629,7 @@ static void describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 /* The bytes of r's operation (lane.h). */
 static inline int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
 {
-    return msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->tmp, buf, len);
+    return msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->b.tmp, buf, len);
 }
 
 /* What a receive or probe on fc matches: the source's endpoint (any, for
@@ -835,7 +758,7 @@ static int drain_backlog(fab_tp *f)
                 msh_log("fabric: VCI %d: an acknowledgement failed: error %d", f->base.idx, (int)rc);
             req_free(f, r);
         } else if (rc) {
-            r->status.MPI_ERROR = fi_error((int)rc);
+            r->b.status.MPI_ERROR = fi_error((int)rc);
             fail_issued(f, r);
         }
     }
@@ -844,12 +767,12 @@ static int drain_backlog(fab_tp *f)
 
 static int issue(fab_tp *f, fab_req *r)
 {
-    memset(&r->status, 0, sizeof r->status);
+    memset(&r->b.status, 0, sizeof r->b.status);
     r->ack_posted = r->hdr_sent = r->bulk_wait = 0;
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
-        free(r->tmp);
-        r->tmp = NULL;
+        free(r->b.tmp);
+        r->b.tmp = NULL;
         return rc;
     }
     r->pending = r->op == OP_SEND && r->mode == MSH_TP_SSEND ? 2 : 1;
@@ -859,7 +782,7 @@ static int issue(fab_tp *f, fab_req *r)
         r->bulk_seq = next_seq(f);
         r->pending++;
     }
-    r->active = 1;
+    r->b.active = 1;
     ssize_t frc = f->bl_head ? -FI_EAGAIN : try_issue(f, r);
     if (frc == -FI_EAGAIN) {
         backlog_add(f, r);
@@ -871,11 +794,11 @@ static int issue(fab_tp *f, fab_req *r)
         /* The caller gets the error and no request: one whose
          * acknowledgement receive must still be cancelled lives on until
          * that completes, then goes (persistent ones stay the caller's). */
-        r->status.MPI_ERROR = fi_error((int)frc);
-        if ((r->ack_posted || r->hdr_sent) && !r->persistent)
-            r->orphan = 1;
+        r->b.status.MPI_ERROR = fi_error((int)frc);
+        if ((r->ack_posted || r->hdr_sent) && !r->b.persistent)
+            r->b.orphan = 1;
         fail_issued(f, r);
-        return r->status.MPI_ERROR;
+        return r->b.status.MPI_ERROR;
     }
     return MPI_SUCCESS;
 }
@@ -898,14 +821,14 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
     if (!r)
         return MPI_ERR_NO_MEM;
     describe(r, fc, m);
-    r->persistent = (uint8_t)persistent;
+    r->b.persistent = (uint8_t)persistent;
     int rc = persistent ? MPI_SUCCESS : issue(f, r);
     if (rc != MPI_SUCCESS) {
-        if (!r->orphan)
+        if (!r->b.orphan)
             req_free(f, r);
         return rc;
     }
-    *treq = enc(r->slot);
+    *treq = enc(r->b.slot);
     return MPI_SUCCESS;
 }
 
@@ -929,7 +852,7 @@ static int fab_start(msh_tp *tp, msh_tp_req *treq)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_start(f->host, treq);
-    return r->active ? MPI_ERR_REQUEST : issue(f, r);
+    return r->b.active ? MPI_ERR_REQUEST : issue(f, r);
 }
 
 /* Tracked: the host's and the fabric's. Never idle to pollers: with
@@ -938,7 +861,7 @@ static int fab_start(msh_tp *tp, msh_tp_req *treq)
  * progresses its own channels in every blocking call. */
 static void set_tracked(fab_tp *f)
 {
-    f->base.ntracked = f->host->ntracked + f->ntracked;
+    f->base.ntracked = f->host->ntracked + f->q.ntracked;
     atomic_store_explicit(&f->base.busy, f->base.ntracked + f->nacks + 1, memory_order_relaxed);
 }
 
@@ -946,36 +869,11 @@ static int fab_track(msh_tp *tp, void *ctx, msh_tp_req treq)
 {
     fab_tp *f = fab_of(tp);
     fab_req *r = req_of(f, treq);
-    int rc = MPI_SUCCESS;
-    if (!r) {
-        rc = msh_tp_track(f->host, ctx, treq);
-    } else {
-        r->ctx = ctx;
-        if (r->active) {
-            r->tracked = 1;
-        } else {
-            rc = push_done(f, ctx, r->persistent ? treq : MPI_REQUEST_NULL, &r->status);
-            if (rc == MPI_SUCCESS && !r->persistent)
-                req_free(f, r);
-        }
-        if (rc == MPI_SUCCESS)
-            f->ntracked++;
-    }
+    int rc = r ? msh_lane_track(&f->q, &r->b, ctx) : msh_tp_track(f->host, ctx, treq);
     set_tracked(f);
     return rc;
 }
 
-static int ensure_out(fab_tp *f, int n)
-{
-    if (n <= f->capout)
-        return MPI_SUCCESS;
-    msh_tp_done *o = realloc(f->out, sizeof *o * (size_t)n);
-    if (!o)
-        return MPI_ERR_NO_MEM;
-    f->out = o;
-    f->capout = n;
-    return MPI_SUCCESS;
-}
 
 static int fab_poll(msh_tp *tp, const msh_tp_done **done)
 {
@@ -983,21 +881,8 @@ static int fab_poll(msh_tp *tp, const msh_tp_done **done)
     const msh_tp_done *hd = NULL;
     int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
     progress(f);
-    int n = nh + f->ndone;
-    if (n == 0 || ensure_out(f, n) != MPI_SUCCESS) {
-        if (nh > 0) /* cannot happen: out is as large as the host's array */
-            msh_log("fabric: VCI %d: completions lost", tp->idx);
-        set_tracked(f);
-        return 0;
-    }
-    if (nh)
-        memcpy(f->out, hd, sizeof *hd * (size_t)nh);
-    if (f->ndone)
-        memcpy(f->out + nh, f->done, sizeof *f->done * (size_t)f->ndone);
-    f->ntracked -= f->ndone;
-    f->ndone = 0;
+    int n = msh_lane_poll(&f->q, hd, nh, done, tp->idx);
     set_tracked(f);
-    *done = f->out;
     return n;
 }
 
@@ -1006,14 +891,7 @@ static void *fab_tracked(msh_tp *tp, int k)
     fab_tp *f = fab_of(tp);
     if (k < f->host->ntracked)
         return msh_tp_tracked(f->host, k);
-    k -= f->host->ntracked;
-    for (int i = 0; i < f->ndone; i++)
-        if (k-- == 0)
-            return f->done[i].ctx;
-    for (int i = 0; i < f->nslots; i++)
-        if (f->slots[i] && f->slots[i]->tracked && k-- == 0)
-            return f->slots[i]->ctx;
-    return NULL;
+    return msh_lane_tracked(&f->q, k - f->host->ntracked);
 }
 
 static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
@@ -1024,7 +902,7 @@ static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
         return msh_tp_cancel(f->host, treq);
     /* A send may not be cancelled once it left (MPI allows that: its
      * status then says it was not). */
-    if (r->active && r->op == OP_RECV)
+    if (r->b.active && r->op == OP_RECV)
         fi_cancel(&f->ep->fid, &r->main.f);
     return MPI_SUCCESS;
 }
@@ -1076,10 +954,10 @@ static int peek_held(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, i
         }
     }
     fab_held *h = *pp;
-    memset(&r->status, 0, sizeof r->status);
-    r->status.MPI_SOURCE = (int)(uint32_t)h->data;
-    r->status.MPI_TAG = (int)(h->tag & TAG_LOW);
-    PMPI_Status_set_elements_x(&r->status, MPI_BYTE, (MPI_Count)h->len);
+    memset(&r->b.status, 0, sizeof r->b.status);
+    r->b.status.MPI_SOURCE = (int)(uint32_t)h->data;
+    r->b.status.MPI_TAG = (int)(h->tag & TAG_LOW);
+    PMPI_Status_set_elements_x(&r->b.status, MPI_BYTE, (MPI_Count)h->len);
     if (claim)
         r->held = held_take(f, pp);
     *flag = 1;
@@ -1093,7 +971,7 @@ static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int cl
     r->op = OP_PROBE;
     r->pending = 1;
     r->probe_found = 0;
-    memset(&r->status, 0, sizeof r->status);
+    memset(&r->b.status, 0, sizeof r->b.status);
     struct fi_msg_tagged msg = {
         .addr = match_from(f, fc, source),
         .tag = match_tag(fc, tag),
@@ -1126,7 +1004,7 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     fab_req pr, *r = &pr;
     if (message) {
         r = req_new(f);
-        if (!r || r->slot >= (1 << MSG_SLOT_BITS)) {
+        if (!r || r->b.slot >= (1 << MSG_SLOT_BITS)) {
             if (r)
                 req_free(f, r);
             return MPI_ERR_NO_MEM;
@@ -1139,12 +1017,12 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
                         : peek(f, r, fc, source, tag, message != NULL, flag);
     set_tracked(f);
     if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE)
-        *status = r->status;
+        *status = r->b.status;
     if (message && (rc != MPI_SUCCESS || !*flag))
         req_free(f, r);
     else if (message) {
         r->fc = fc;
-        *message = msg_enc(tp->idx, r->slot);
+        *message = msg_enc(tp->idx, r->b.slot);
     }
     return rc;
 }
@@ -1157,7 +1035,7 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
     int vci, slot;
     if (!msg_dec(*message, &vci, &slot))
         return msh_tp_post_matched(f->host, buf, count, dt, message, treq);
-    fab_req *r = vci == tp->idx && slot < f->nslots ? f->slots[slot] : NULL;
+    fab_req *r = vci == tp->idx && slot < f->q.nslots ? (fab_req *)f->q.slots[slot] : NULL;
     if (!r || r->op != OP_PROBE)
         return MPI_ERR_REQUEST;
     r->op = OP_RECV;
@@ -1165,7 +1043,7 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
     r->ubuf = buf;
     r->count = count;
     r->dt = dt;
-    memset(&r->status, 0, sizeof r->status);
+    memset(&r->b.status, 0, sizeof r->b.status);
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)
         return rc;
@@ -1175,9 +1053,9 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
         if (!h)
             return MPI_ERR_REQUEST;
         r->pending = 1;
-        r->active = 1;
+        r->b.active = 1;
         *message = MPI_MESSAGE_NULL;
-        *treq = enc(r->slot);
+        *treq = enc(r->b.slot);
         deliver_held(f, r, h);
         return MPI_SUCCESS;
     }
@@ -1190,24 +1068,12 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
     if (frc)
         return fi_error((int)frc);
     r->pending = 1;
-    r->active = 1;
+    r->b.active = 1;
     *message = MPI_MESSAGE_NULL;
-    *treq = enc(r->slot);
+    *treq = enc(r->b.slot);
     return MPI_SUCCESS;
 }
 
-/* An untracked request's result; non-persistent ones are freed. */
-static int take(fab_tp *f, fab_req *r, msh_tp_req *treq, MPI_Status *st)
-{
-    int rc = r->status.MPI_ERROR;
-    if (st != MPI_STATUS_IGNORE)
-        *st = r->status;
-    if (!r->persistent) {
-        req_free(f, r);
-        *treq = MPI_REQUEST_NULL;
-    }
-    return rc;
-}
 
 static int fab_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
 {
@@ -1215,10 +1081,10 @@ static int fab_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_wait(f->host, treq, st);
-    while (r->active && !f->closed)
+    while (r->b.active && !f->closed)
         progress(f);
     set_tracked(f);
-    return take(f, r, treq, st);
+    return msh_lane_take(&f->q, &r->b, treq, st);
 }
 
 static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
@@ -1227,11 +1093,11 @@ static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_test(f->host, treq, flag, st);
-    if (r->active)
+    if (r->b.active)
         progress(f);
     set_tracked(f);
-    *flag = !r->active;
-    return *flag ? take(f, r, treq, st) : MPI_SUCCESS;
+    *flag = !r->b.active;
+    return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
 }
 
 static int fab_release(msh_tp *tp, msh_tp_req *treq)
@@ -1240,11 +1106,7 @@ static int fab_release(msh_tp *tp, msh_tp_req *treq)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_release(f->host, treq);
-    if (r->active)
-        r->orphan = 1;
-    else
-        req_free(f, r);
-    *treq = MPI_REQUEST_NULL;
+    msh_lane_release(&f->q, &r->b, treq);
     return MPI_SUCCESS;
 }
 
@@ -1355,7 +1217,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     const char *w = !f || !host ? "out of memory" : NULL;
     if (f) {
         memset(f, 0, sizeof *f);
-        f->free_head = -1;
+        msh_lane_q_init(&f->q, sizeof(fab_req), drop);
         f->held_tail = &f->held;
         if (!w && job.nopeek && !(f->bounce = malloc(EAGER_MAX)))
             w = "out of memory";

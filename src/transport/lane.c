@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/log.h"
+
 msh_htab msh_lane_comms = MSH_HTAB_INIT;
 
 static struct {
@@ -180,4 +182,157 @@ void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
     PMPI_Type_size(dt, &tsize);
     int n = tsize > 0 ? (int)(len / (size_t)tsize) : 0;
     PMPI_Unpack(tmp, (int)len, &pos, ubuf, n, dt, MPI_COMM_WORLD);
+}
+
+/* ------------------------------------------------------------ requests */
+
+msh_lane_req *msh_lane_req_new(msh_lane_q *q)
+{
+    if (q->free_head < 0) {
+        int n = q->nslots ? q->nslots * 2 : 256;
+        if (n > MSH_LANE_SLOT_MAX)
+            return NULL;
+        msh_lane_req **s = realloc(q->slots, sizeof *s * (size_t)n);
+        if (!s)
+            return NULL;
+        q->slots = s;
+        int *fn = realloc(q->free_next, sizeof *fn * (size_t)n);
+        if (!fn)
+            return NULL;
+        q->free_next = fn;
+        for (int i = q->nslots; i < n; i++) {
+            q->slots[i] = NULL;
+            q->free_next[i] = i + 1 < n ? i + 1 : -1;
+        }
+        q->free_head = q->nslots;
+        q->nslots = n;
+    }
+    int i = q->free_head;
+    msh_lane_req *r = q->spare;
+    if (r) {
+        q->spare = r->next;
+        memset(r, 0, q->size);
+    } else if (!(r = calloc(1, q->size))) {
+        return NULL;
+    }
+    q->free_head = q->free_next[i];
+    r->slot = i;
+    q->slots[i] = r;
+    return r;
+}
+
+void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r)
+{
+    q->slots[r->slot] = NULL;
+    q->free_next[r->slot] = q->free_head;
+    q->free_head = r->slot;
+    free(r->tmp);
+    r->tmp = NULL;
+    if (q->drop)
+        q->drop(r);
+    r->next = q->spare;
+    q->spare = r;
+}
+
+static int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status *st)
+{
+    if (q->ndone == q->capdone) {
+        int n = q->capdone ? q->capdone * 2 : 64;
+        msh_tp_done *d = realloc(q->done, sizeof *d * (size_t)n);
+        if (!d)
+            return MPI_ERR_NO_MEM;
+        q->done = d;
+        q->capdone = n;
+    }
+    q->done[q->ndone++] = (msh_tp_done){ .ctx = ctx, .treq = treq, .status = *st };
+    return MPI_SUCCESS;
+}
+
+void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
+{
+    r->active = 0;
+    free(r->tmp);
+    r->tmp = NULL;
+    if (r->orphan) {
+        msh_lane_req_free(q, r);
+    } else if (r->tracked) {
+        r->tracked = 0;
+        if (push_done(q, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status) !=
+            MPI_SUCCESS)
+            msh_log("VCI %d: out of memory: a completion is lost and its wait will not return", vci);
+        else if (!r->persistent)
+            msh_lane_req_free(q, r);
+    }
+}
+
+int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx)
+{
+    int rc = MPI_SUCCESS;
+    r->ctx = ctx;
+    if (r->active) {
+        r->tracked = 1;
+    } else {
+        rc = push_done(q, ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status);
+        if (rc == MPI_SUCCESS && !r->persistent)
+            msh_lane_req_free(q, r);
+    }
+    if (rc == MPI_SUCCESS)
+        q->ntracked++;
+    return rc;
+}
+
+int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_done **done, int vci)
+{
+    int n = nh + q->ndone;
+    if (n == 0)
+        return 0;
+    if (n > q->capout) {
+        msh_tp_done *o = realloc(q->out, sizeof *o * (size_t)n);
+        if (!o) {
+            msh_log("VCI %d: out of memory: completions lost", vci);
+            return 0;
+        }
+        q->out = o;
+        q->capout = n;
+    }
+    if (nh)
+        memcpy(q->out, hd, sizeof *hd * (size_t)nh);
+    if (q->ndone)
+        memcpy(q->out + nh, q->done, sizeof *q->done * (size_t)q->ndone);
+    q->ntracked -= q->ndone;
+    q->ndone = 0;
+    *done = q->out;
+    return n;
+}
+
+void *msh_lane_tracked(const msh_lane_q *q, int k)
+{
+    for (int i = 0; i < q->ndone; i++)
+        if (k-- == 0)
+            return q->done[i].ctx;
+    for (int i = 0; i < q->nslots; i++)
+        if (q->slots[i] && q->slots[i]->tracked && k-- == 0)
+            return q->slots[i]->ctx;
+    return NULL;
+}
+
+int msh_lane_take(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, MPI_Status *st)
+{
+    int rc = r->status.MPI_ERROR;
+    if (st != MPI_STATUS_IGNORE)
+        *st = r->status;
+    if (!r->persistent) {
+        msh_lane_req_free(q, r);
+        *treq = MPI_REQUEST_NULL;
+    }
+    return rc;
+}
+
+void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq)
+{
+    if (r->active)
+        r->orphan = 1;
+    else
+        msh_lane_req_free(q, r);
+    *treq = MPI_REQUEST_NULL;
 }

@@ -138,4 +138,64 @@ int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datat
 /* Unpack len received bytes from tmp into count dt at ubuf. */
 void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
 
+/* A lane's request starts with this part, which the per-VCI table below
+ * manages: the slot that names it in a request word, the engine's
+ * context once tracked, packed data, the final status. */
+typedef struct msh_lane_req {
+    struct msh_lane_req *next; /* the spare list; a lane's own list while the request lives */
+    void *ctx;                 /* the engine's, when tracked */
+    void *tmp;                 /* packed data, freed when the request finishes */
+    MPI_Status status;
+    int slot;
+    uint8_t persistent, active, tracked, orphan;
+} msh_lane_req;
+
+/* A VCI's requests (under its lock): the slots, freed requests kept for
+ * reuse (no allocation per message), and the completions of tracked ones
+ * not yet polled. */
+typedef struct msh_lane_q {
+    msh_lane_req **slots;
+    int nslots, free_head;
+    int *free_next;
+    msh_lane_req *spare;
+    size_t size;                     /* of the lane's request */
+    void (*drop)(msh_lane_req *r);   /* frees what it holds besides tmp; may be NULL */
+    int ntracked;                    /* tracked, done ones not yet polled included */
+    msh_tp_done *done;
+    int ndone, capdone;
+    msh_tp_done *out;                /* what poll returns */
+    int capout;
+} msh_lane_q;
+
+static inline void msh_lane_q_init(msh_lane_q *q, size_t size, void (*drop)(msh_lane_req *r))
+{
+    memset(q, 0, sizeof *q);
+    q->free_head = -1;
+    q->size = size;
+    q->drop = drop;
+}
+
+/* A zeroed request with a slot, or NULL (out of memory, or slots). */
+msh_lane_req *msh_lane_req_new(msh_lane_q *q);
+void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r);
+static inline msh_lane_req *msh_lane_req_of(const msh_lane_q *q, msh_tp_req t)
+{
+    int s = msh_lane_dec(t);
+    return s >= 0 && s < q->nslots ? q->slots[s] : NULL;
+}
+/* r has nothing more to come: hand it to the engine (tracked), leave it
+ * for wait or test (not tracked), or drop it (released while active). */
+void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci);
+/* Report r's completion through poll with ctx from now on (at once if it
+ * is done already). */
+int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx);
+/* The host's nh completions hd, then the lane's: *done is q's array. */
+int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_done **done, int vci);
+/* The context of the k-th tracked request of the lane, oldest first. */
+void *msh_lane_tracked(const msh_lane_q *q, int k);
+/* An untracked request's result; non-persistent ones are freed. */
+int msh_lane_take(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, MPI_Status *st);
+/* Let go of r: dropped when it finishes if active, else freed now. */
+void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq);
+
 #endif

@@ -171,23 +171,19 @@ enum { OP_SEND, OP_RECV, OP_PROBE };
 
 struct ux_tp;
 typedef struct ux_req {
+    msh_lane_req b;      /* first (lane.h) */
     struct ux_tp *f;
-    int slot;
-    uint8_t op, mode, persistent, active, tracked, orphan;
+    uint8_t op, mode;
     uint8_t posting;     /* inside UCX's post call */
-    void *ctx;           /* the engine's, when tracked */
     void *ubuf;
     int count;
     MPI_Datatype dt;
     int peer, tag;
     msh_lane_comm *lc;
-    void *tmp;           /* packed data */
     void *buf;
     size_t len;
-    MPI_Status status;
     void *ureq;          /* UCX's request, while in flight */
     ucp_tag_message_h msg; /* what a matched probe took */
-    struct ux_req *next; /* spare list */
 } ux_req;
 
 typedef struct ux_tp {
@@ -197,110 +193,25 @@ typedef struct ux_tp {
     ucp_ep_h *ep;        /* by world rank, made on first use */
     char *addrs;         /* every process's worker address for this VCI */
     size_t alen;         /* each one's room in addrs */
-    ux_req **slots;
-    int nslots, free_head;
-    int *free_next;
-    ux_req *spare;
     int closed;
-    int ntracked;        /* UCX requests tracked, done ones not yet polled included */
-    msh_tp_done *done;
-    int ndone, capdone;
-    msh_tp_done *out;
-    int capout;
+    msh_lane_q q;
     msh_lane_named named;
 } ux_tp;
 
 static inline ux_tp *ux_of(msh_tp *tp) { return (ux_tp *)tp; }
 
-static ux_req *req_new(ux_tp *f)
+static inline ux_req *req_new(ux_tp *f)
 {
-    if (f->free_head < 0) {
-        int n = f->nslots ? f->nslots * 2 : 256;
-        if (n > MSH_LANE_SLOT_MAX)
-            return NULL;
-        ux_req **s = realloc(f->slots, sizeof *s * (size_t)n);
-        if (!s)
-            return NULL;
-        f->slots = s;
-        int *fn = realloc(f->free_next, sizeof *fn * (size_t)n);
-        if (!fn)
-            return NULL;
-        f->free_next = fn;
-        for (int i = f->nslots; i < n; i++) {
-            f->slots[i] = NULL;
-            f->free_next[i] = i + 1 < n ? i + 1 : -1;
-        }
-        f->free_head = f->nslots;
-        f->nslots = n;
-    }
-    int i = f->free_head;
-    ux_req *r = f->spare;
-    if (r) {
-        f->spare = r->next;
-        memset(r, 0, sizeof *r);
-    } else if (!(r = calloc(1, sizeof *r))) {
-        return NULL;
-    }
-    f->free_head = f->free_next[i];
-    r->f = f;
-    r->slot = i;
-    f->slots[i] = r;
+    ux_req *r = (ux_req *)msh_lane_req_new(&f->q);
+    if (r)
+        r->f = f;
     return r;
 }
-
-static void req_free(ux_tp *f, ux_req *r)
-{
-    f->slots[r->slot] = NULL;
-    f->free_next[r->slot] = f->free_head;
-    f->free_head = r->slot;
-    free(r->tmp);
-    r->tmp = NULL;
-    r->next = f->spare; /* no allocation per message */
-    f->spare = r;
-}
-
-static inline ux_req *req_of(ux_tp *f, msh_tp_req t)
-{
-    int s = msh_lane_dec(t);
-    return s >= 0 && s < f->nslots ? f->slots[s] : NULL;
-}
+static inline void req_free(ux_tp *f, ux_req *r) { msh_lane_req_free(&f->q, &r->b); }
+static inline ux_req *req_of(ux_tp *f, msh_tp_req t) { return (ux_req *)msh_lane_req_of(&f->q, t); }
+static inline void finish(ux_tp *f, ux_req *r) { msh_lane_finish(&f->q, &r->b, f->base.idx); }
 
 /* ------------------------------------------------------------ completions */
-
-static int push_done(ux_tp *f, void *ctx, msh_tp_req treq, const MPI_Status *st)
-{
-    if (f->ndone == f->capdone) {
-        int n = f->capdone ? f->capdone * 2 : 64;
-        msh_tp_done *d = realloc(f->done, sizeof *d * (size_t)n);
-        if (!d)
-            return MPI_ERR_NO_MEM;
-        f->done = d;
-        f->capdone = n;
-    }
-    f->done[f->ndone++] = (msh_tp_done){ .ctx = ctx, .treq = treq, .status = *st };
-    return MPI_SUCCESS;
-}
-
-/* r has nothing more to come: hand it to the engine (tracked), leave it
- * for wait or test (not tracked), or drop it (released while active). */
-static void finish(ux_tp *f, ux_req *r)
-{
-    r->active = 0;
-    if (r->tmp && r->op == OP_SEND) {
-        free(r->tmp);
-        r->tmp = NULL;
-    }
-    if (r->orphan) {
-        req_free(f, r);
-    } else if (r->tracked) {
-        r->tracked = 0;
-        if (push_done(f, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status) !=
-            MPI_SUCCESS)
-            msh_log("ucx: VCI %d: out of memory: a completion is lost and its wait will not return", f->base.idx);
-        else if (!r->persistent)
-            req_free(f, r);
-    }
-}
 
 static int ux_error(ucs_status_t st)
 {
@@ -314,7 +225,7 @@ static int ux_error(ucs_status_t st)
 
 static void send_done(ux_req *r, ucs_status_t st)
 {
-    r->status.MPI_ERROR = ux_error(st);
+    r->b.status.MPI_ERROR = ux_error(st);
     if (st != UCS_OK)
         msh_log("ucx: VCI %d: a send failed: %s", r->f->base.idx, st == UCS_ERR_CANCELED ? "cancelled" : "error");
     finish(r->f, r);
@@ -322,7 +233,7 @@ static void send_done(ux_req *r, ucs_status_t st)
 
 static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *info)
 {
-    MPI_Status *s = &r->status;
+    MPI_Status *s = &r->b.status;
     if (st == UCS_ERR_CANCELED) {
         s->MPI_ERROR = MPI_SUCCESS;
         PMPI_Status_set_cancelled(s, 1);
@@ -339,11 +250,11 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
         }
         /* zeroed when issued: not cancelled */
         PMPI_Status_set_elements_x(s, MPI_BYTE, (MPI_Count)len);
-        if (r->tmp && len > 0)
-            msh_lane_unpack(r->tmp, len, r->ubuf, r->dt);
+        if (r->b.tmp && len > 0)
+            msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
     }
-    free(r->tmp);
-    r->tmp = NULL;
+    free(r->b.tmp);
+    r->b.tmp = NULL;
     finish(r->f, r);
 }
 
@@ -414,10 +325,10 @@ static int posted(ux_req *r, ucs_status_ptr_t p)
         return MPI_SUCCESS;
     }
     if (UCS_PTR_IS_ERR(p)) {
-        r->active = 0;
+        r->b.active = 0;
         return ux_error(UCS_PTR_STATUS(p));
     }
-    if (r->active)
+    if (r->b.active)
         r->ureq = p;
     else
         job.request_free(p);
@@ -429,7 +340,7 @@ static int send_now(ux_tp *f, ux_req *r)
     const msh_lane_comm *lc = r->lc;
     ucp_ep_h ep = ep_to(f, lc->world[r->peer]);
     if (!ep) {
-        r->active = 0;
+        r->b.active = 0;
         return MPI_ERR_OTHER;
     }
     ucp_request_param_t p = {
@@ -450,32 +361,32 @@ static int send_now(ux_tp *f, ux_req *r)
  * request of its own, which goes when the transfer is done. */
 static int bsend(ux_tp *f, ux_req *r)
 {
-    ux_req *b = req_new(f);
-    if (!b)
+    ux_req *c = req_new(f);
+    if (!c)
         return MPI_ERR_NO_MEM;
-    b->op = OP_SEND;
-    b->mode = MSH_TP_SEND;
-    b->peer = r->peer;
-    b->tag = r->tag;
-    b->lc = r->lc;
-    b->orphan = 1;
-    int rc = msh_lane_bytes(&f->named, 1, r->ubuf, r->count, r->dt, &b->tmp, &b->buf, &b->len);
-    if (rc == MPI_SUCCESS && !b->tmp) {
-        if ((b->tmp = malloc(b->len ? b->len : 1)) != NULL) {
-            if (b->len)
-                memcpy(b->tmp, b->buf, b->len);
-            b->buf = b->tmp;
+    c->op = OP_SEND;
+    c->mode = MSH_TP_SEND;
+    c->peer = r->peer;
+    c->tag = r->tag;
+    c->lc = r->lc;
+    c->b.orphan = 1;
+    int rc = msh_lane_bytes(&f->named, 1, r->ubuf, r->count, r->dt, &c->b.tmp, &c->buf, &c->len);
+    if (rc == MPI_SUCCESS && !c->b.tmp) {
+        if ((c->b.tmp = malloc(c->len ? c->len : 1)) != NULL) {
+            if (c->len)
+                memcpy(c->b.tmp, c->buf, c->len);
+            c->buf = c->b.tmp;
         } else {
             rc = MPI_ERR_NO_MEM;
         }
     }
     if (rc == MPI_SUCCESS) {
-        b->active = 1;
-        rc = send_now(f, b); /* on failure b is inactive, and not freed */
+        c->b.active = 1;
+        rc = send_now(f, c); /* on failure c is inactive, and not freed */
     }
     if (rc != MPI_SUCCESS) {
-        req_free(f, b);
-        r->active = 0;
+        req_free(f, c);
+        r->b.active = 0;
         return rc;
     }
     finish(f, r);
@@ -484,15 +395,15 @@ static int bsend(ux_tp *f, ux_req *r)
 
 static int issue(ux_tp *f, ux_req *r)
 {
-    memset(&r->status, 0, sizeof r->status);
-    r->active = 1;
+    memset(&r->b.status, 0, sizeof r->b.status);
+    r->b.active = 1;
     if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
         return bsend(f, r);
-    int rc = msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->tmp, &r->buf, &r->len);
+    int rc = msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->b.tmp, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
-        free(r->tmp);
-        r->tmp = NULL;
-        r->active = 0;
+        free(r->b.tmp);
+        r->b.tmp = NULL;
+        r->b.active = 0;
         return rc;
     }
     if (r->op == OP_SEND)
@@ -539,13 +450,13 @@ static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persist
     if (!r)
         return MPI_ERR_NO_MEM;
     describe(r, lc, m);
-    r->persistent = (uint8_t)persistent;
+    r->b.persistent = (uint8_t)persistent;
     int rc = persistent ? MPI_SUCCESS : issue(f, r);
     if (rc != MPI_SUCCESS) {
         req_free(f, r);
         return rc;
     }
-    *treq = msh_lane_enc(r->slot);
+    *treq = msh_lane_enc(r->b.slot);
     return MPI_SUCCESS;
 }
 
@@ -569,7 +480,7 @@ static int ux_start(msh_tp *tp, msh_tp_req *treq)
     ux_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_start(f->host, treq);
-    return r->active ? MPI_ERR_REQUEST : issue(f, r);
+    return r->b.active ? MPI_ERR_REQUEST : issue(f, r);
 }
 
 /* Tracked: the host's and UCX's. Never idle to pollers: a peer's send may
@@ -577,7 +488,7 @@ static int ux_start(msh_tp *tp, msh_tp_req *treq)
  * transports), whatever this process has posted. */
 static void set_tracked(ux_tp *f)
 {
-    f->base.ntracked = f->host->ntracked + f->ntracked;
+    f->base.ntracked = f->host->ntracked + f->q.ntracked;
     atomic_store_explicit(&f->base.busy, f->base.ntracked + 1, memory_order_relaxed);
 }
 
@@ -585,21 +496,7 @@ static int ux_track(msh_tp *tp, void *ctx, msh_tp_req treq)
 {
     ux_tp *f = ux_of(tp);
     ux_req *r = req_of(f, treq);
-    int rc = MPI_SUCCESS;
-    if (!r) {
-        rc = msh_tp_track(f->host, ctx, treq);
-    } else {
-        r->ctx = ctx;
-        if (r->active) {
-            r->tracked = 1;
-        } else {
-            rc = push_done(f, ctx, r->persistent ? treq : MPI_REQUEST_NULL, &r->status);
-            if (rc == MPI_SUCCESS && !r->persistent)
-                req_free(f, r);
-        }
-        if (rc == MPI_SUCCESS)
-            f->ntracked++;
-    }
+    int rc = r ? msh_lane_track(&f->q, &r->b, ctx) : msh_tp_track(f->host, ctx, treq);
     set_tracked(f);
     return rc;
 }
@@ -610,29 +507,8 @@ static int ux_poll(msh_tp *tp, const msh_tp_done **done)
     const msh_tp_done *hd = NULL;
     int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
     progress(f);
-    int n = nh + f->ndone;
-    if (n > f->capout) {
-        msh_tp_done *o = realloc(f->out, sizeof *o * (size_t)n);
-        if (!o) {
-            msh_log("ucx: VCI %d: out of memory: completions lost", tp->idx);
-            set_tracked(f);
-            return 0;
-        }
-        f->out = o;
-        f->capout = n;
-    }
-    if (n == 0) {
-        set_tracked(f);
-        return 0;
-    }
-    if (nh)
-        memcpy(f->out, hd, sizeof *hd * (size_t)nh);
-    if (f->ndone)
-        memcpy(f->out + nh, f->done, sizeof *f->done * (size_t)f->ndone);
-    f->ntracked -= f->ndone;
-    f->ndone = 0;
+    int n = msh_lane_poll(&f->q, hd, nh, done, tp->idx);
     set_tracked(f);
-    *done = f->out;
     return n;
 }
 
@@ -641,14 +517,7 @@ static void *ux_tracked(msh_tp *tp, int k)
     ux_tp *f = ux_of(tp);
     if (k < f->host->ntracked)
         return msh_tp_tracked(f->host, k);
-    k -= f->host->ntracked;
-    for (int i = 0; i < f->ndone; i++)
-        if (k-- == 0)
-            return f->done[i].ctx;
-    for (int i = 0; i < f->nslots; i++)
-        if (f->slots[i] && f->slots[i]->tracked && k-- == 0)
-            return f->slots[i]->ctx;
-    return NULL;
+    return msh_lane_tracked(&f->q, k - f->host->ntracked);
 }
 
 static int ux_cancel(msh_tp *tp, msh_tp_req *treq)
@@ -659,7 +528,7 @@ static int ux_cancel(msh_tp *tp, msh_tp_req *treq)
         return msh_tp_cancel(f->host, treq);
     /* A send is not cancelled once it left (MPI allows that: its status
      * then says it was not). */
-    if (r->active && r->op == OP_RECV && r->ureq)
+    if (r->b.active && r->op == OP_RECV && r->ureq)
         job.request_cancel(f->w, r->ureq);
     return MPI_SUCCESS;
 }
@@ -692,7 +561,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
     }
     if (message) {
         ux_req *r = req_new(f);
-        if (!r || r->slot >= (1 << MSH_LANE_MSG_SLOT_BITS)) {
+        if (!r || r->b.slot >= (1 << MSH_LANE_MSG_SLOT_BITS)) {
             /* the message is taken: it can only be dropped */
             ucp_request_param_t p = { .op_attr_mask = 0 };
             void *sink = malloc(info.length ? info.length : 1);
@@ -709,7 +578,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
         r->op = OP_PROBE;
         r->msg = m;
         r->lc = lc;
-        *message = msh_lane_msg_enc(tp->idx, r->slot);
+        *message = msh_lane_msg_enc(tp->idx, r->b.slot);
     }
     return MPI_SUCCESS;
 }
@@ -721,7 +590,7 @@ static int ux_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MP
     int vci, slot;
     if (!msh_lane_msg_dec(*message, &vci, &slot))
         return msh_tp_post_matched(f->host, buf, count, dt, message, treq);
-    ux_req *r = vci == tp->idx && slot < f->nslots ? f->slots[slot] : NULL;
+    ux_req *r = vci == tp->idx && slot < f->q.nslots ? (ux_req *)f->q.slots[slot] : NULL;
     if (!r || r->op != OP_PROBE || !r->msg)
         return MPI_ERR_REQUEST;
     r->op = OP_RECV;
@@ -733,21 +602,8 @@ static int ux_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MP
     if (rc != MPI_SUCCESS)
         return rc;
     *message = MPI_MESSAGE_NULL;
-    *treq = msh_lane_enc(r->slot);
+    *treq = msh_lane_enc(r->b.slot);
     return MPI_SUCCESS;
-}
-
-/* An untracked request's result; non-persistent ones are freed. */
-static int take(ux_tp *f, ux_req *r, msh_tp_req *treq, MPI_Status *st)
-{
-    int rc = r->status.MPI_ERROR;
-    if (st != MPI_STATUS_IGNORE)
-        *st = r->status;
-    if (!r->persistent) {
-        req_free(f, r);
-        *treq = MPI_REQUEST_NULL;
-    }
-    return rc;
 }
 
 static int ux_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
@@ -756,10 +612,10 @@ static int ux_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
     ux_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_wait(f->host, treq, st);
-    while (r->active && !f->closed)
+    while (r->b.active && !f->closed)
         progress(f);
     set_tracked(f);
-    return take(f, r, treq, st);
+    return msh_lane_take(&f->q, &r->b, treq, st);
 }
 
 static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
@@ -768,11 +624,11 @@ static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     ux_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_test(f->host, treq, flag, st);
-    if (r->active)
+    if (r->b.active)
         progress(f);
     set_tracked(f);
-    *flag = !r->active;
-    return *flag ? take(f, r, treq, st) : MPI_SUCCESS;
+    *flag = !r->b.active;
+    return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
 }
 
 static int ux_release(msh_tp *tp, msh_tp_req *treq)
@@ -781,11 +637,7 @@ static int ux_release(msh_tp *tp, msh_tp_req *treq)
     ux_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_release(f->host, treq);
-    if (r->active)
-        r->orphan = 1;
-    else
-        req_free(f, r);
-    *treq = MPI_REQUEST_NULL;
+    msh_lane_release(&f->q, &r->b, treq);
     return MPI_SUCCESS;
 }
 
@@ -890,7 +742,7 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why)
     const char *w = !f || !host ? "out of memory" : NULL;
     if (f) {
         memset(f, 0, sizeof *f);
-        f->free_head = -1;
+        msh_lane_q_init(&f->q, sizeof(ux_req), NULL);
         if (!w)
             w = open_worker(f);
     }
