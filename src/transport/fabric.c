@@ -765,8 +765,44 @@ static int drain_backlog(fab_tp *f)
     return n;
 }
 
+static int issue(fab_tp *f, fab_req *r);
+
+/* A buffered send completes at once, whether or not a receive is posted
+ * (a rendezvous would wait for it): a copy is sent by a request of its
+ * own, which goes when the transfer is done. */
+static int bsend(fab_tp *f, fab_req *r)
+{
+    fab_req *c = req_new(f);
+    if (!c)
+        return MPI_ERR_NO_MEM;
+    size_t len = 0;
+    int rc = msh_lane_copy(&f->named, r->ubuf, r->count, r->dt, &c->b.tmp, &len);
+    if (rc == MPI_SUCCESS && len > INT_MAX)
+        rc = MPI_ERR_COUNT;
+    if (rc != MPI_SUCCESS) {
+        req_free(f, c);
+        return rc;
+    }
+    c->op = OP_SEND;
+    c->mode = MSH_TP_SEND;
+    c->ubuf = c->b.tmp; /* its own bytes: freed when it finishes */
+    c->count = (int)len;
+    c->dt = MPI_BYTE;
+    c->peer = r->peer;
+    c->tag = r->tag;
+    c->fc = r->fc;
+    c->b.orphan = 1;
+    rc = issue(f, c); /* on failure it is gone, or goes once nothing more can come */
+    if (rc != MPI_SUCCESS)
+        return rc;
+    finish(f, r);
+    return MPI_SUCCESS;
+}
+
 static int issue(fab_tp *f, fab_req *r)
 {
+    if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
+        return bsend(f, r);
     memset(&r->b.status, 0, sizeof r->b.status);
     r->ack_posted = r->hdr_sent = r->bulk_wait = 0;
     int rc = buffer_of(f, r, &r->buf, &r->len);

@@ -176,6 +176,24 @@ int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datat
     return MPI_SUCCESS;
 }
 
+int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len)
+{
+    void *tmp = NULL, *buf = NULL;
+    int rc = msh_lane_bytes(n, 1, ubuf, count, dt, &tmp, &buf, len);
+    if (rc != MPI_SUCCESS) {
+        free(tmp);
+        return rc;
+    }
+    if (!tmp) { /* the user's buffer itself */
+        if (!(tmp = malloc(*len ? *len : 1)))
+            return MPI_ERR_NO_MEM;
+        if (*len)
+            memcpy(tmp, buf, *len);
+    }
+    *copy = tmp;
+    return MPI_SUCCESS;
+}
+
 void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
 {
     int tsize = 0, pos = 0;

@@ -135,6 +135,9 @@ static inline int msh_lane_named_size(msh_lane_named *n, MPI_Datatype dt, int *s
  * in *tmp, which the caller frees. */
 int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
                    size_t *len);
+/* A buffered send's own copy of count dt at ubuf (packed for a derived
+ * type): *copy, which the caller frees, of *len bytes. */
+int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len);
 /* Unpack len received bytes from tmp into count dt at ubuf. */
 void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
 

@@ -364,23 +364,15 @@ static int bsend(ux_tp *f, ux_req *r)
     ux_req *c = req_new(f);
     if (!c)
         return MPI_ERR_NO_MEM;
-    c->op = OP_SEND;
-    c->mode = MSH_TP_SEND;
-    c->peer = r->peer;
-    c->tag = r->tag;
-    c->lc = r->lc;
-    c->b.orphan = 1;
-    int rc = msh_lane_bytes(&f->named, 1, r->ubuf, r->count, r->dt, &c->b.tmp, &c->buf, &c->len);
-    if (rc == MPI_SUCCESS && !c->b.tmp) {
-        if ((c->b.tmp = malloc(c->len ? c->len : 1)) != NULL) {
-            if (c->len)
-                memcpy(c->b.tmp, c->buf, c->len);
-            c->buf = c->b.tmp;
-        } else {
-            rc = MPI_ERR_NO_MEM;
-        }
-    }
+    int rc = msh_lane_copy(&f->named, r->ubuf, r->count, r->dt, &c->b.tmp, &c->len);
     if (rc == MPI_SUCCESS) {
+        c->op = OP_SEND;
+        c->mode = MSH_TP_SEND;
+        c->peer = r->peer;
+        c->tag = r->tag;
+        c->lc = r->lc;
+        c->buf = c->b.tmp;
+        c->b.orphan = 1;
         c->b.active = 1;
         rc = send_now(f, c); /* on failure c is inactive, and not freed */
     }
