@@ -315,7 +315,7 @@ static void recv_bytes(fab_req *r, size_t len, int err)
     MPI_Status *st = &r->b.status;
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
-    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
+    msh_lane_set_bytes(st, len);
     if (r->b.tmp && len > 0)
         msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
 }
@@ -532,7 +532,7 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
         r->b.status.MPI_SOURCE = (int)(uint32_t)e->data;
         r->b.status.MPI_TAG = (int)(e->tag & TAG_LOW);
         r->b.status.MPI_ERROR = MPI_SUCCESS;
-        PMPI_Status_set_elements_x(&r->b.status, MPI_BYTE, (MPI_Count)e->len); /* zeroed by peek */
+        msh_lane_set_bytes(&r->b.status, e->len); /* zeroed by peek */
         r->pending = 0;
         return;
     }
@@ -993,7 +993,7 @@ static int peek_held(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, i
     memset(&r->b.status, 0, sizeof r->b.status);
     r->b.status.MPI_SOURCE = (int)(uint32_t)h->data;
     r->b.status.MPI_TAG = (int)(h->tag & TAG_LOW);
-    PMPI_Status_set_elements_x(&r->b.status, MPI_BYTE, (MPI_Count)h->len);
+    msh_lane_set_bytes(&r->b.status, h->len);
     if (claim)
         r->held = held_take(f, pp);
     *flag = 1;

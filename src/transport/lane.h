@@ -138,6 +138,21 @@ int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datat
 /* A buffered send's own copy of count dt at ubuf (packed for a derived
  * type): *copy, which the caller frees, of *len bytes. */
 int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len);
+/* Set a zeroed status's count to len bytes, where the host keeps it:
+ * MPICH's own setter takes its global lock, once per received message
+ * (threads on different VCIs would meet there). */
+static inline void msh_lane_set_bytes(MPI_Status *st, size_t len)
+{
+#if defined(OPEN_MPI) && OPEN_MPI
+    st->_ucount = len;
+#elif defined(MPICH)
+    st->count_lo = (int)(unsigned)len;
+    st->count_hi_and_cancelled = (st->count_hi_and_cancelled & 1) | (int)((uint64_t)len >> 32 << 1);
+#else
+    PMPI_Status_set_elements_x(st, MPI_BYTE, (MPI_Count)len);
+#endif
+}
+
 /* Unpack len received bytes from tmp into count dt at ubuf. */
 void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
 

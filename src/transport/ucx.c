@@ -249,7 +249,7 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
             s->MPI_TAG = (int)(info->sender_tag & TAG_MASK);
         }
         /* zeroed when issued: not cancelled */
-        PMPI_Status_set_elements_x(s, MPI_BYTE, (MPI_Count)len);
+        msh_lane_set_bytes(s, len);
         if (r->b.tmp && len > 0)
             msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
     }
@@ -549,7 +549,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
         memset(status, 0, sizeof *status);
         status->MPI_SOURCE = (int)((info.sender_tag & SRC_MASK) >> SRC_SHIFT);
         status->MPI_TAG = (int)(info.sender_tag & TAG_MASK);
-        PMPI_Status_set_elements_x(status, MPI_BYTE, (MPI_Count)info.length);
+        msh_lane_set_bytes(status, info.length);
     }
     if (message) {
         ux_req *r = req_new(f);
