@@ -21,6 +21,8 @@
 #            through the shim)
 #   agg      mode parts only: shim with MPISHIM_PART_MIN_BYTES=$BENCH_AGG_BYTES
 #            (partitions smaller than that are aggregated into one message)
+#   ucx      shim with MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 (builds with UCX):
+#            the partitions' messages on UCX workers instead of the host
 #   raw      the host alone, baselines only: MPICH without the shim; Open MPI
 #            (whose binary links libmpishim.so for the partitioned symbols)
 #            with MPISHIM_DISABLE=1, the shim a pure pass-through
@@ -80,6 +82,7 @@ bench_configs() {
     local host=$1 mode=$2 c=(shim)
     [ "$host" = mpich ] && c+=(native)
     [ "$mode" = parts ] && [ "$agg" -gt 0 ] && c+=(agg)
+    [ "${HAVE_UCX:-no}" = yes ] && c+=(ucx)
     c+=(raw)
     echo "${c[*]}"
 }
@@ -98,6 +101,7 @@ bench_run() {
         shim)   cmd=("${launch[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         native) cmd=(env MPISHIM_PART=native "${launch[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         agg)    cmd=(env "MPISHIM_PART_MIN_BYTES=$agg" "${launch[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
+        ucx)    cmd=(env MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 "${launch[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog") ;;
         raw)
             want_shim=0
             if [ "$host" = openmpi ]; then
