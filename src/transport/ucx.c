@@ -247,6 +247,9 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
         if (info) {
             s->MPI_SOURCE = (int)((info->sender_tag & SRC_MASK) >> SRC_SHIFT);
             s->MPI_TAG = (int)(info->sender_tag & TAG_MASK);
+        } else {
+            s->MPI_SOURCE = r->peer;
+            s->MPI_TAG = r->tag;
         }
         /* zeroed when issued: not cancelled */
         msh_lane_set_bytes(s, len);
@@ -321,7 +324,12 @@ static int posted(ux_req *r, ucs_status_ptr_t p)
 {
     r->posting = 0;
     if (p == NULL) {
-        send_done(r, UCS_OK);
+        /* A receive asked not to complete here: if UCX did anyway, what it
+         * received is not known beyond the receive's own source and tag. */
+        if (r->op == OP_SEND)
+            send_done(r, UCS_OK);
+        else if (r->b.active)
+            recv_done(r, UCS_OK, NULL);
         return MPI_SUCCESS;
     }
     if (UCS_PTR_IS_ERR(p)) {
