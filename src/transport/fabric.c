@@ -614,13 +614,14 @@ static int read_cq(fab_tp *f)
 /* ------------------------------------------------------------ posting */
 
 /* Describe m in r (persistent requests keep it for every start). */
-static void describe(fab_req *r, fab_comm *fc, const msh_tp_msg *m)
+static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 {
     r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
     r->mode = (uint8_t)m->mode;
     r->ubuf = (void *)(uintptr_t)m->buf;
     r->count = m->count;
-    r->dt = m->dt;
+    /* a nonblocking send packs at once; the others use the type later */
+    r->dt = r->op == OP_RECV || r->b.persistent ? msh_lane_keep_type(&f->named, &r->b, m->dt) : m->dt;
     r->peer = m->peer;
     r->tag = m->tag;
     r->fc = fc;
@@ -856,8 +857,8 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
     fab_req *r = req_new(f);
     if (!r)
         return MPI_ERR_NO_MEM;
-    describe(r, fc, m);
     r->b.persistent = (uint8_t)persistent;
+    describe(f, r, fc, m);
     int rc = persistent ? MPI_SUCCESS : issue(f, r);
     if (rc != MPI_SUCCESS) {
         if (!r->b.orphan)
@@ -1052,8 +1053,11 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     int rc = job.nopeek ? peek_held(f, r, fc, source, tag, message != NULL, flag)
                         : peek(f, r, fc, source, tag, message != NULL, flag);
     set_tracked(f);
-    if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE)
+    if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE) {
+        int err = status->MPI_ERROR; /* a probe leaves it, as the hosts do */
         *status = r->b.status;
+        status->MPI_ERROR = err;
+    }
     if (message && (rc != MPI_SUCCESS || !*flag))
         req_free(f, r);
     else if (message) {
@@ -1078,7 +1082,7 @@ static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, M
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;
     r->count = count;
-    r->dt = dt;
+    r->dt = msh_lane_keep_type(&f->named, &r->b, dt);
     memset(&r->b.status, 0, sizeof r->b.status);
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)

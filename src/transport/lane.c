@@ -176,6 +176,21 @@ int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datat
     return MPI_SUCCESS;
 }
 
+MPI_Datatype msh_lane_keep_type(msh_lane_named *n, msh_lane_req *r, MPI_Datatype dt)
+{
+    int size;
+    if (msh_lane_named_size(n, dt, &size))
+        return dt;
+    if (r->has_kept) {
+        PMPI_Type_free(&r->kept);
+        r->has_kept = 0;
+    }
+    if (PMPI_Type_dup(dt, &r->kept) != MPI_SUCCESS)
+        return dt;
+    r->has_kept = 1;
+    return r->kept;
+}
+
 int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len)
 {
     void *tmp = NULL, *buf = NULL;
@@ -246,6 +261,10 @@ void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r)
     q->free_head = r->slot;
     free(r->tmp);
     r->tmp = NULL;
+    if (r->has_kept) {
+        PMPI_Type_free(&r->kept);
+        r->has_kept = 0;
+    }
     if (q->drop)
         q->drop(r);
     r->next = q->spare;

@@ -135,6 +135,12 @@ static inline int msh_lane_named_size(msh_lane_named *n, MPI_Datatype dt, int *s
  * in *tmp, which the caller frees. */
 int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
                    size_t *len);
+/* The datatype r works with: dt itself when it is named, else a
+ * duplicate that r keeps until it is freed, since the program may free
+ * dt while r lives (a persistent request starts again, a receive unpacks
+ * when it completes). */
+struct msh_lane_req;
+MPI_Datatype msh_lane_keep_type(msh_lane_named *n, struct msh_lane_req *r, MPI_Datatype dt);
 /* A buffered send's own copy of count dt at ubuf (packed for a derived
  * type): *copy, which the caller frees, of *len bytes. */
 int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len);
@@ -164,8 +170,10 @@ typedef struct msh_lane_req {
     void *ctx;                 /* the engine's, when tracked */
     void *tmp;                 /* packed data, freed when the request finishes */
     MPI_Status status;
+    MPI_Datatype kept;         /* a derived type's duplicate (msh_lane_keep_type) */
     int slot;
     uint8_t persistent, active, tracked, orphan;
+    uint8_t has_kept;
 } msh_lane_req;
 
 /* A VCI's requests (under its lock): the slots, freed requests kept for

@@ -430,13 +430,14 @@ static msh_lane_comm *carried(const msh_tp_msg *m)
     return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_of(m->comm);
 }
 
-static void describe(ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
+static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
 {
     r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
     r->mode = (uint8_t)m->mode;
     r->ubuf = (void *)(uintptr_t)m->buf;
     r->count = m->count;
-    r->dt = m->dt;
+    /* a nonblocking send packs at once; the others use the type later */
+    r->dt = r->op == OP_RECV || r->b.persistent ? msh_lane_keep_type(&f->named, &r->b, m->dt) : m->dt;
     r->peer = m->peer;
     r->tag = m->tag;
     r->lc = lc;
@@ -449,8 +450,8 @@ static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persist
     ux_req *r = req_new(f);
     if (!r)
         return MPI_ERR_NO_MEM;
-    describe(r, lc, m);
     r->b.persistent = (uint8_t)persistent;
+    describe(f, r, lc, m);
     int rc = persistent ? MPI_SUCCESS : issue(f, r);
     if (rc != MPI_SUCCESS) {
         req_free(f, r);
@@ -554,7 +555,9 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
     if (!m)
         return MPI_SUCCESS;
     if (status != MPI_STATUS_IGNORE) {
+        int err = status->MPI_ERROR; /* a probe leaves it, as the hosts do */
         memset(status, 0, sizeof *status);
+        status->MPI_ERROR = err;
         status->MPI_SOURCE = (int)((info.sender_tag & SRC_MASK) >> SRC_SHIFT);
         status->MPI_TAG = (int)(info.sender_tag & TAG_MASK);
         msh_lane_set_bytes(status, info.length);
@@ -597,7 +600,7 @@ static int ux_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MP
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;
     r->count = count;
-    r->dt = dt;
+    r->dt = msh_lane_keep_type(&f->named, &r->b, dt);
     int rc = issue(f, r);
     if (rc != MPI_SUCCESS)
         return rc;
