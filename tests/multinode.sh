@@ -178,10 +178,17 @@ lost)
         wait "$pid" || rc=$?
         t1=$(date +%s.%N)
         sed 's/^/  | /' "$log" | tail -n 15
-        # Nothing of the job may be left on the surviving nodes.
+        # Nothing of the job may be left on the surviving nodes: processes
+        # still exiting when the launcher returns get 5 s to go (a loaded
+        # machine once saw MPICH's raw run's ranks a moment after).
         left=""
-        for ((i = 0; i < nodes; i++)); do
-            left+=$("$cluster" pids "$i" | tr '\n' ' ')
+        for ((t = 0; t < 50; t++)); do
+            left=""
+            for ((i = 0; i < nodes; i++)); do
+                left+=$("$cluster" pids "$i" | tr '\n' ' ')
+            done
+            [ -n "${left// /}" ] || break
+            sleep 0.1
         done
         [ -z "$left" ] || { echo "== left behind: $left"; for p in $left; do kill -9 "$p" 2> /dev/null || true; done; }
         echo "== rc $rc"

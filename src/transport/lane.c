@@ -285,6 +285,12 @@ static int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status
     return MPI_SUCCESS;
 }
 
+static void retire(msh_lane_q *q, msh_lane_req *r)
+{
+    r->next = q->retired;
+    q->retired = r;
+}
+
 void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
 {
     r->active = 0;
@@ -298,7 +304,7 @@ void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
             MPI_SUCCESS)
             msh_log("VCI %d: out of memory: a completion is lost and its wait will not return", vci);
         else if (!r->persistent)
-            msh_lane_req_free(q, r);
+            retire(q, r);
     }
 }
 
@@ -311,7 +317,7 @@ int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx)
     } else {
         rc = push_done(q, ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status);
         if (rc == MPI_SUCCESS && !r->persistent)
-            msh_lane_req_free(q, r);
+            retire(q, r);
     }
     if (rc == MPI_SUCCESS)
         q->ntracked++;
@@ -338,6 +344,11 @@ int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_don
         memcpy(q->out + nh, q->done, sizeof *q->done * (size_t)q->ndone);
     q->ntracked -= q->ndone;
     q->ndone = 0;
+    while (q->retired) { /* the engine has their completions now */
+        msh_lane_req *r = q->retired;
+        q->retired = r->next;
+        msh_lane_req_free(q, r);
+    }
     *done = q->out;
     return n;
 }

@@ -184,6 +184,10 @@ typedef struct msh_lane_q {
     int nslots, free_head;
     int *free_next;
     msh_lane_req *spare;
+    /* Done and handed to the engine, not yet polled: they keep their
+     * slots until then, so that a request word the engine still holds
+     * (a cancel may come meanwhile) names no other request. */
+    msh_lane_req *retired;
     size_t size;                     /* of the lane's request */
     void (*drop)(msh_lane_req *r);   /* frees what it holds besides tmp; may be NULL */
     int ntracked;                    /* tracked, done ones not yet polled included */
