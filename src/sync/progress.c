@@ -155,6 +155,21 @@ static int poll_all(int blocking)
     return n;
 }
 
+/* The sweep of PROGRESS=vci, by the owner of domain self: one pass over
+ * the other VCIs that no thread owns, so that none waits for a waiter of
+ * its own forever. An owned one is polled by its owner already; polling it
+ * here too would take its lock, and its transport's cache lines, from the
+ * thread working on it (on 16 cores, 8 threads on 8 lanes lost 15-20% of
+ * their rate to sweeps that did). */
+static int sweep_others(int self)
+{
+    int n = poll_hook();
+    for (int i = 0; i < msh_pool.n; i++)
+        if (i != self && !atomic_load_explicit(&msh_domain_at(i)->owned, memory_order_relaxed))
+            n += msh_progress_poll(&msh_pool.v[i], 0);
+    return n;
+}
+
 /* What the owner of domain d polls once: the host poll, every domain's
  * poll function unless msh_progress_set_poll replaced it. */
 static int poll_domain(int d, unsigned *misses)
@@ -163,7 +178,7 @@ static int poll_domain(int d, unsigned *misses)
         return poll_all(1);
     int n = msh_progress_poll(&msh_pool.v[d], 1) + poll_hook();
     if (n == 0 && ++*misses % (unsigned)msh_cfg.sweep_polls == 0)
-        n = poll_all(0); /* the sweep: no VCI waits for its own waiter forever */
+        n = sweep_others(d);
     if (n)
         *misses = 0;
     return n;
@@ -352,7 +367,7 @@ int msh_progress_try(int vci)
     int n = d->poll(d->poll_arg, dom, &misses);
     /* A test that found nothing on its VCI sweeps the others once. */
     if (n == 0 && d->poll == vci_poll && msh_cfg.progress == MSH_PROGRESS_VCI)
-        n = poll_all(0);
+        n = sweep_others(dom);
     release_ownership(d);
     return n;
 }

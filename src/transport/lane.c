@@ -149,6 +149,32 @@ int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *siz
     return 1;
 }
 
+/* MPICH's MPI_Pack and MPI_Unpack refuse MPI_BOTTOM (a null pointer) as
+ * the user's buffer, whose type then holds absolute addresses: the same
+ * data is described from the lowest of them instead, by a type of one
+ * element that shifts count dt back (*shifted, for the caller to free;
+ * MPI_DATATYPE_NULL when nothing changed). */
+static int from_bottom(void **buf, int *count, MPI_Datatype *dt, MPI_Datatype *shifted)
+{
+    *shifted = MPI_DATATYPE_NULL;
+    MPI_Aint lb = 0, extent = 0;
+    if (*buf != MPI_BOTTOM || *count <= 0 || PMPI_Type_get_true_extent(*dt, &lb, &extent) != MPI_SUCCESS || lb == 0)
+        return MPI_SUCCESS;
+    int blen = *count;
+    MPI_Aint disp = -lb;
+    int rc = PMPI_Type_create_struct(1, &blen, &disp, dt, shifted);
+    if (rc == MPI_SUCCESS && (rc = PMPI_Type_commit(shifted)) != MPI_SUCCESS)
+        PMPI_Type_free(shifted);
+    if (rc != MPI_SUCCESS) {
+        *shifted = MPI_DATATYPE_NULL;
+        return rc;
+    }
+    *buf = (void *)(intptr_t)lb;
+    *count = 1;
+    *dt = *shifted;
+    return MPI_SUCCESS;
+}
+
 int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
                    size_t *len)
 {
@@ -165,7 +191,12 @@ int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datat
     if (!*tmp)
         return MPI_ERR_NO_MEM;
     if (send) {
-        int rc = PMPI_Pack(ubuf, count, dt, *tmp, psize, &pos, MPI_COMM_WORLD);
+        MPI_Datatype shifted;
+        int rc = from_bottom(&ubuf, &count, &dt, &shifted);
+        if (rc == MPI_SUCCESS)
+            rc = PMPI_Pack(ubuf, count, dt, *tmp, psize, &pos, MPI_COMM_WORLD);
+        if (shifted != MPI_DATATYPE_NULL)
+            PMPI_Type_free(&shifted);
         if (rc != MPI_SUCCESS)
             return rc;
         *len = (size_t)pos;
@@ -209,12 +240,56 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, voi
     return MPI_SUCCESS;
 }
 
+/* The last element of a message shorter than its receive: only the rem
+ * bytes that came may land in the user's buffer. The element is unpacked
+ * twice into copies of its place in the user's buffer, from the rem bytes
+ * padded to a whole element once with 0x00 and once with 0xff: a byte the
+ * two results agree on is the user's own or came in the message, one they
+ * differ on is padding and stays as it was. */
+static void unpack_partial(const char *part, size_t rem, char *elem, MPI_Datatype dt, int tsize)
+{
+    MPI_Aint lb = 0, extent = 0;
+    PMPI_Type_get_true_extent(dt, &lb, &extent);
+    char *pad = malloc(2 * (size_t)tsize), *s = malloc(2 * (size_t)extent + 1);
+    if (pad && s && extent > 0) {
+        char *s1 = s, *s2 = s + extent, *base = elem + lb;
+        memcpy(pad, part, rem);
+        memset(pad + rem, 0x00, (size_t)tsize - rem);
+        memcpy(pad + tsize, part, rem);
+        memset(pad + tsize + rem, 0xff, (size_t)tsize - rem);
+        memcpy(s1, base, (size_t)extent);
+        memcpy(s2, base, (size_t)extent);
+        int p1 = 0, p2 = 0;
+        if (PMPI_Unpack(pad, tsize, &p1, s1 - lb, 1, dt, MPI_COMM_WORLD) == MPI_SUCCESS &&
+            PMPI_Unpack(pad + tsize, tsize, &p2, s2 - lb, 1, dt, MPI_COMM_WORLD) == MPI_SUCCESS)
+            for (MPI_Aint i = 0; i < extent; i++)
+                if (s1[i] == s2[i])
+                    base[i] = s1[i];
+    }
+    free(pad);
+    free(s);
+}
+
 void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
 {
     int tsize = 0, pos = 0;
     PMPI_Type_size(dt, &tsize);
-    int n = tsize > 0 ? (int)(len / (size_t)tsize) : 0;
-    PMPI_Unpack(tmp, (int)len, &pos, ubuf, n, dt, MPI_COMM_WORLD);
+    if (tsize <= 0)
+        return;
+    int n = (int)(len / (size_t)tsize);
+    size_t rem = len % (size_t)tsize;
+    MPI_Aint lb = 0, extent = 0;
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    int cnt = n;
+    MPI_Datatype t = dt, shifted;
+    void *at = ubuf;
+    if (from_bottom(&at, &cnt, &t, &shifted) == MPI_SUCCESS && cnt > 0)
+        PMPI_Unpack(tmp, (int)len, &pos, at, cnt, t, MPI_COMM_WORLD);
+    if (shifted != MPI_DATATYPE_NULL)
+        PMPI_Type_free(&shifted);
+    if (rem)
+        unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem, (char *)ubuf + (MPI_Aint)n * extent, dt,
+                       tsize);
 }
 
 /* ------------------------------------------------------------ requests */

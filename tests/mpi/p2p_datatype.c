@@ -2,7 +2,8 @@
  * resized struct {int, double, char[5]}.  Data lands only in the typemap
  * (gaps and padding keep their sentinel), and MPI_Get_count/MPI_Get_elements
  * report datatype vs. basic-element counts, including a partial last
- * element (count MPI_UNDEFINED).  Ring topology: send right, receive left. */
+ * element (count MPI_UNDEFINED), and MPI_BOTTOM with absolute addresses.
+ * Ring topology: send right, receive left. */
 #include "testutil.h"
 
 #include <stddef.h>
@@ -207,6 +208,44 @@ static void structs(void)
     CHECK_MPI(MPI_Type_free(&rt));
 }
 
+/* MPI_BOTTOM with a struct type of absolute addresses, both ways: an int
+ * and a double of separate variables, sent and received in place; then a
+ * receive of an int alone into the same type (a partial element). */
+static void bottom(void)
+{
+    int si = rank * 7 + 1, ri = -1;
+    double sd = rank + 0.5, rd = SENTINEL;
+    int bl[2] = { 1, 1 };
+    MPI_Aint sdisp[2], rdisp[2];
+    MPI_Datatype types[2] = { MPI_INT, MPI_DOUBLE }, st_t, rt_t;
+    MPI_Status st;
+    int el;
+
+    CHECK_MPI(MPI_Get_address(&si, &sdisp[0]));
+    CHECK_MPI(MPI_Get_address(&sd, &sdisp[1]));
+    CHECK_MPI(MPI_Get_address(&ri, &rdisp[0]));
+    CHECK_MPI(MPI_Get_address(&rd, &rdisp[1]));
+    CHECK_MPI(MPI_Type_create_struct(2, bl, sdisp, types, &st_t));
+    CHECK_MPI(MPI_Type_create_struct(2, bl, rdisp, types, &rt_t));
+    CHECK_MPI(MPI_Type_commit(&st_t));
+    CHECK_MPI(MPI_Type_commit(&rt_t));
+
+    CHECK_MPI(MPI_Sendrecv(MPI_BOTTOM, 1, st_t, right, 21, MPI_BOTTOM, 1, rt_t, left, 21, MPI_COMM_WORLD, &st));
+    CHECK(ri == left * 7 + 1, "bottom: int %d, expected %d", ri, left * 7 + 1);
+    CHECK(rd == left + 0.5, "bottom: double %g, expected %g", rd, left + 0.5);
+
+    ri = -1;
+    rd = SENTINEL;
+    CHECK_MPI(MPI_Sendrecv(&si, 1, MPI_INT, right, 22, MPI_BOTTOM, 1, rt_t, left, 22, MPI_COMM_WORLD, &st));
+    CHECK_MPI(MPI_Get_elements(&st, rt_t, &el));
+    CHECK(el == 1, "bottom partial: Get_elements %d, expected 1", el);
+    CHECK(ri == left * 7 + 1, "bottom partial: int %d, expected %d", ri, left * 7 + 1);
+    CHECK(rd == SENTINEL, "bottom partial: double %g overwritten", rd);
+
+    CHECK_MPI(MPI_Type_free(&st_t));
+    CHECK_MPI(MPI_Type_free(&rt_t));
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -217,6 +256,7 @@ int main(int argc, char **argv)
 
     vectors();
     structs();
+    bottom();
 
     test_finish("p2p_datatype");
     return 0;
