@@ -139,6 +139,21 @@ void msh_queue_drain(msh_vci *v)
             .comm = r->q.comm, .mode = r->q.recv ? MSH_TP_RECV : r->q.ssend ? MSH_TP_SSEND : MSH_TP_SEND,
         };
         int rc = msh_tp_post(v->tp, &m, &r->host);
+        if (rc == MPI_SUCCESS && msh_tp_done_at_post(v->tp, &r->host, &r->status)) {
+            if (r->q.recv) {
+                v->st.recvs++;
+            } else {
+                v->st.sends++;
+                if (msh_cfg.stats)
+                    v->st.bytes += msh_payload_bytes(r->q.count, r->q.dt);
+            }
+            v->st.completions++;
+            if (r->freed)
+                msh_vci_req_put(v, r);
+            else
+                msh_progress_complete(r);
+            continue;
+        }
         if (rc == MPI_SUCCESS && msh_vci_pending_add(v, r) != MPI_SUCCESS) {
             /* Posted but cannot be tracked: let the transport finish it. */
             msh_tp_release(v->tp, &r->host);

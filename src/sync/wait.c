@@ -90,6 +90,19 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
     if (kind == MSH_KIND_PSEND || kind == MSH_KIND_PRECV) {
         r->persistent = 1;
         atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
+    } else if (msh_tp_done_at_post(v->tp, &r->host, &r->status)) {
+        /* Finished inside its post: nothing to track or poll. */
+        if (kind == MSH_KIND_SEND)
+            v->st.sends++;
+        else if (kind == MSH_KIND_RECV)
+            v->st.recvs++;
+        else
+            v->st.colls++;
+        v->st.completions++;
+        msh_vci_unlock(v);
+        msh_req_complete_here(r);
+        *handle = msh_req_handle(r);
+        return MPI_SUCCESS;
     } else {
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
         rc = msh_vci_pending_add(v, r);

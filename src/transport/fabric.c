@@ -1140,6 +1140,13 @@ static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
 }
 
+static int fab_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    fab_tp *f = fab_of(tp);
+    fab_req *r = req_of(f, *treq);
+    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, st);
+}
+
 static int fab_release(msh_tp *tp, msh_tp_req *treq)
 {
     fab_tp *f = fab_of(tp);
@@ -1182,6 +1189,7 @@ static const msh_tp_ops fab_ops = {
     .post_matched = fab_post_matched,
     .wait = fab_wait,
     .test = fab_test,
+    .done_at_post = fab_done_at_post,
     .release = fab_release,
     .close = fab_close,
 };

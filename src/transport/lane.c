@@ -298,7 +298,7 @@ msh_lane_req *msh_lane_req_new(msh_lane_q *q)
 {
     if (q->free_head < 0) {
         int n = q->nslots ? q->nslots * 2 : 256;
-        if (n > MSH_LANE_SLOT_MAX)
+        if (n >= MSH_LANE_SLOT_MAX) /* MSH_LANE_DONE's slot is never a request's */
             return NULL;
         msh_lane_req **s = realloc(q->slots, sizeof *s * (size_t)n);
         if (!s)
@@ -404,7 +404,16 @@ int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_don
     int n = nh + q->ndone;
     if (n == 0)
         return 0;
-    if (n > q->capout) {
+    if (nh == 0) {
+        /* Only the lane's: hand over its array as it is, and collect the
+         * next ones in the other. */
+        msh_tp_done *d = q->done;
+        int cap = q->capdone;
+        q->done = q->out;
+        q->capdone = q->capout;
+        q->out = d;
+        q->capout = cap;
+    } else if (n > q->capout) {
         msh_tp_done *o = realloc(q->out, sizeof *o * (size_t)n);
         if (!o) {
             msh_log("VCI %d: out of memory: completions lost", vci);
@@ -413,10 +422,11 @@ int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_don
         q->out = o;
         q->capout = n;
     }
-    if (nh)
+    if (nh) {
         memcpy(q->out, hd, sizeof *hd * (size_t)nh);
-    if (q->ndone)
-        memcpy(q->out + nh, q->done, sizeof *q->done * (size_t)q->ndone);
+        if (q->ndone)
+            memcpy(q->out + nh, q->done, sizeof *q->done * (size_t)q->ndone);
+    }
     q->ntracked -= q->ndone;
     q->ndone = 0;
     while (q->retired) { /* the engine has their completions now */

@@ -225,6 +225,24 @@ int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_don
 void *msh_lane_tracked(const msh_lane_q *q, int k);
 /* An untracked request's result; non-persistent ones are freed. */
 int msh_lane_take(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, MPI_Status *st);
+/* The word of a send that finished inside its post without a request of
+ * the lane's (a short message): only done_at_post reads it. */
+#define MSH_LANE_DONE msh_lane_enc(MSH_LANE_SLOT_MAX - 1)
+
+/* done_at_post (transport.h) for the lane's request r (NULL: not the
+ * lane's): its result, and r freed, if it finished and nobody tracks it. */
+static inline int msh_lane_done_at_post(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, MPI_Status *st)
+{
+    if (*treq == MSH_LANE_DONE) {
+        memset(st, 0, sizeof *st); /* what the lane's finished sends report */
+        *treq = MPI_REQUEST_NULL;
+        return 1;
+    }
+    if (!r || r->active || r->persistent || r->tracked)
+        return 0;
+    msh_lane_take(q, r, treq, st);
+    return 1;
+}
 /* Let go of r: dropped when it finishes if active, else freed now. */
 void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq);
 

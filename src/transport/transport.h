@@ -4,7 +4,8 @@
  * posting, progress, waits) talks to it through this interface only: post a
  * send or a receive, make and start a persistent one, track a posted
  * operation, poll completions into the engine, cancel, probe, receive a
- * probed message, wait, test, release, close. A transport never calls up: completions are returned by poll, the
+ * probed message, wait, test, tell an operation done at its post, release,
+ * close. A transport never calls up: completions are returned by poll, the
  * way a completion queue is read, each with the context the engine gave to
  * track (its own request).
  *
@@ -71,7 +72,9 @@ struct msh_tp;
 
 typedef struct msh_tp_ops {
     const char *name;
-    /* Post a nonblocking send or receive; *treq gets its request. */
+    /* Post a nonblocking send or receive; *treq gets its request. The
+     * engine asks done_at_post next, which alone may know the word (a
+     * send finished at once may have no request behind it). */
     int (*post)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
     /* Make a persistent send or receive (inactive), and start one. */
     int (*init)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
@@ -97,6 +100,13 @@ typedef struct msh_tp_ops {
     /* Finish an operation that is not tracked (blocking), or test it. */
     int (*wait)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
     int (*test)(struct msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *status);
+    /* Whether the nonblocking operation just posted (not tracked) finished
+     * inside its post, as short sends and receives of messages already
+     * there do on a lane: then *treq is MPI_REQUEST_NULL, *status holds
+     * its result (MPI_ERROR too) and the engine completes it without
+     * tracking. NULL for a transport that would need a call of its own to
+     * know (the host: one more test per message). */
+    int (*done_at_post)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
     /* Let go of a request: an inactive persistent one is freed; an active
      * one that is not tracked completes on its own. */
     int (*release)(struct msh_tp *tp, msh_tp_req *treq);
@@ -177,6 +187,10 @@ static inline int msh_tp_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st) { re
 static inline int msh_tp_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
 {
     return tp->ops->test(tp, treq, flag, st);
+}
+static inline int msh_tp_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    return tp->ops->done_at_post && tp->ops->done_at_post(tp, treq, st);
 }
 static inline int msh_tp_release(msh_tp *tp, msh_tp_req *treq) { return tp->ops->release(tp, treq); }
 static inline void msh_tp_close(msh_tp *tp) { tp->ops->close(tp); }

@@ -461,11 +461,41 @@ static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persist
     return MPI_SUCCESS;
 }
 
+/* A standard or ready send of a named type first tries to finish inside
+ * UCX's call, with no request of its own (MSH_LANE_DONE): what short
+ * messages do when the endpoint has room. UCX keeps the order of its
+ * endpoint's sends whichever way each goes. 1 if it went. */
+static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    int tsize;
+    if ((m->mode != MSH_TP_SEND && m->mode != MSH_TP_RSEND) || f->closed ||
+        !msh_lane_named_size(&f->named, m->dt, &tsize))
+        return 0;
+    ucp_ep_h ep = ep_to(f, lc->world[m->peer]);
+    if (!ep)
+        return 0;
+    ucp_request_param_t p = {
+        .op_attr_mask = UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL | UCP_OP_ATTR_FIELD_MEMORY_TYPE,
+        .memory_type = UCS_MEMORY_TYPE_HOST,
+    };
+    uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)m->tag;
+    ucs_status_ptr_t s = job.tag_send_nbx(ep, m->buf, (size_t)m->count * (size_t)tsize, tag, &p);
+    if (s != NULL) {
+        if (!UCS_PTR_IS_ERR(s))
+            job.request_free(s); /* not expected with FORCE_IMM_CMPL */
+        return 0;
+    }
+    *treq = MSH_LANE_DONE;
+    return 1;
+}
+
 static int ux_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
     ux_tp *f = ux_of(tp);
     msh_lane_comm *lc = carried(m);
-    return lc ? new_req(f, lc, m, 0, treq) : msh_tp_post(f->host, m, treq);
+    if (!lc)
+        return msh_tp_post(f->host, m, treq);
+    return send_at_once(f, lc, m, treq) ? MPI_SUCCESS : new_req(f, lc, m, 0, treq);
 }
 
 static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
@@ -634,6 +664,13 @@ static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
 }
 
+static int ux_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    ux_tp *f = ux_of(tp);
+    ux_req *r = req_of(f, *treq);
+    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, st);
+}
+
 static int ux_release(msh_tp *tp, msh_tp_req *treq)
 {
     ux_tp *f = ux_of(tp);
@@ -681,6 +718,7 @@ static const msh_tp_ops ux_ops = {
     .post_matched = ux_post_matched,
     .wait = ux_wait,
     .test = ux_test,
+    .done_at_post = ux_done_at_post,
     .release = ux_release,
     .close = ux_close,
 };
