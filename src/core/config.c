@@ -104,13 +104,13 @@ static const char *const docs[] = {
     [MSH_CFG_ASSERT] = "Assertions applied to every communicator of an unmodified program, as if given with the "
                        "MPI-4 info keys `mpi_assert_*`. A wildcard on a communicator that asserted it away fails "
                        "through the communicator's error handler (`MPI_ERR_TAG` or `MPI_ERR_RANK`).",
-    [MSH_CFG_PROGRESS] = "Who progresses: one owner per process (`global`), one owner per VCI with a sweep of every "
-                         "VCI after `MPISHIM_SWEEP_POLLS` empty polls (`vci`), or a progress thread (`thread`). "
+    [MSH_CFG_PROGRESS] = "Who progresses: one owner per process (`global`), one owner per VCI with a sweep of the "
+                         "VCIs nobody owns after `MPISHIM_SWEEP_POLLS` empty polls (`vci`), or a progress thread (`thread`). "
                          "`combine` and `offload` progress as `global` and `thread` do and also queue "
                          "point-to-point posts in a lock-free per-VCI queue that one thread at a time drains into "
                          "the host: with `combine` whoever holds or finds free the VCI's lock, with `offload` the "
                          "progress thread.",
-    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI after this many unsuccessful polls.",
+    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",
     [MSH_CFG_WAIT] = "How a thread waits while another owns progress: yield-spin (`spin`), sleep on a condition "
                      "variable (`block`), or spin `MPISHIM_SPIN_US` and then sleep (`adaptive`).",
     [MSH_CFG_SPIN_US] = "With `MPISHIM_WAIT=adaptive`, microseconds of spinning before sleeping; also how long a "
