@@ -35,6 +35,7 @@ mn_run=$top/tests/multinode.sh
 # 4.0.2: MPI_Finalize), and rma_threads, which passes on both hosts but
 # takes 15-30 s per run over TCP (window creation), too long for CI.
 MN_PROGRAMS="mt_order mt_cross mt_anysource mt_coll part_threads rma_acc"
+MN_LANES="ucx tcp"
 mn_spread() {
     local s="MPISHIM_PROGRESS=vci MPISHIM_SOLO=0"
     case $1 in
@@ -132,9 +133,23 @@ elif mn_wanted; then
                     run_case "$host multinode $cond $p $(mn_spread "$p")" expect_ok \
                         env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 $(mn_spread "$p") \
                         "$mn_run" run "$host" shim "$hb/tests/mpi/$p"
+                    # The lanes between nodes: UCX over TCP, libfabric's tcp;ofi_rxm.
+                    [ "$cond" = clean ] || continue
+                    for lane in $MN_LANES; do
+                        case $lane in
+                            ucx) grep -qx "HAVE_UCX='yes'" "$hb/host.env" || continue ;;
+                            *) grep -qx "HAVE_LIBFABRIC='yes'" "$hb/host.env" || continue ;;
+                        esac
+                        run_case "$host multinode $cond $p MPISHIM_FABRIC=$lane" expect_ok \
+                            env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_SOLO=0 \
+                            "MPISHIM_FABRIC=$lane" MPISHIM_NUM_VCIS=4 "$mn_run" run "$host" shim "$hb/tests/mpi/$p"
+                    done
                 done
                 if [ "$cond" = clean ]; then
                     run_case "$host multinode lost node ends the job as raw" expect_mn_lost "$mn_run" lost "$host"
+                    ! grep -qx "HAVE_UCX='yes'" "$hb/host.env" ||
+                        run_case "$host multinode lost node ends the job as raw, MPISHIM_FABRIC=ucx" expect_mn_lost \
+                            env MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 "$mn_run" lost "$host"
                 fi
             done
         done
