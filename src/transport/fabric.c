@@ -869,11 +869,34 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
     return MPI_SUCCESS;
 }
 
+/* A standard or ready send of a named type within the provider's inject
+ * size goes at once, with no request or completion of its own
+ * (MSH_LANE_DONE), unless operations wait in the backlog: they go first,
+ * to keep order. 1 if it went. */
+static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req *treq)
+{
+    int tsize;
+    if ((m->mode != MSH_TP_SEND && m->mode != MSH_TP_RSEND) || f->closed || f->bl_head ||
+        !msh_lane_named_size(&f->named, m->dt, &tsize))
+        return 0;
+    size_t len = (size_t)m->count * (size_t)tsize;
+    if (len > job.info->tx_attr->inject_size || (job.nopeek && len > EAGER_MAX))
+        return 0;
+    fi_addr_t to = f->addr[fc->world[m->peer]];
+    uint64_t tag = fc->cid_bits | (uint32_t)m->tag;
+    if (fi_tinjectdata(f->ep, m->buf, len, (uint32_t)fc->rank, to, tag) != 0)
+        return 0;
+    *treq = MSH_LANE_DONE;
+    return 1;
+}
+
 static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
     fab_tp *f = fab_of(tp);
     fab_comm *fc = carried(m);
-    return fc ? new_req(f, fc, m, 0, treq) : msh_tp_post(f->host, m, treq);
+    if (!fc)
+        return msh_tp_post(f->host, m, treq);
+    return send_at_once(f, fc, m, treq) ? MPI_SUCCESS : new_req(f, fc, m, 0, treq);
 }
 
 static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
