@@ -173,7 +173,9 @@ static const char *const docs[] = {
                        "receive makes `tcp;ofi_rxm` drop the connection; a process blocked in a host call (a "
                        "window or communicator constructor, `MPISHIM_COLL=host`) does not progress the lane, which "
                        "can stall a peer; the large-count calls and MPI_Isendrecv (MPI-4 hosts) still go to the "
-                       "host.",
+                       "host. A lane gains most with a communicator per thread (or the `no_any_tag` hint with "
+                       "`MPISHIM_MAP=tag`) and `MPISHIM_PROGRESS=vci`; threads sharing one communicator share its "
+                       "VCI, where `MPISHIM_PROGRESS=combine` suits them best (figures in NEWS.md).",
 };
 _Static_assert(sizeof docs / sizeof docs[0] == MSH_CFG_NVARS, "a description per variable");
 
