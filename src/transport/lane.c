@@ -246,13 +246,14 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, voi
  * padded to a whole element once with 0x00 and once with 0xff: a byte the
  * two results agree on is the user's own or came in the message, one they
  * differ on is padding and stays as it was. */
-static void unpack_partial(const char *part, size_t rem, char *elem, MPI_Datatype dt, int tsize)
+static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, int tsize)
 {
     MPI_Aint lb = 0, extent = 0;
     PMPI_Type_get_true_extent(dt, &lb, &extent);
     char *pad = malloc(2 * (size_t)tsize), *s = malloc(2 * (size_t)extent + 1);
     if (pad && s && extent > 0) {
-        char *s1 = s, *s2 = s + extent, *base = elem + lb;
+        /* addresses as integers: elem may be MPI_BOTTOM's (absolute addresses) */
+        char *s1 = s, *s2 = s + extent, *base = (char *)(elem + (uintptr_t)lb);
         memcpy(pad, part, rem);
         memset(pad + rem, 0x00, (size_t)tsize - rem);
         memcpy(pad + tsize, part, rem);
@@ -260,8 +261,10 @@ static void unpack_partial(const char *part, size_t rem, char *elem, MPI_Datatyp
         memcpy(s1, base, (size_t)extent);
         memcpy(s2, base, (size_t)extent);
         int p1 = 0, p2 = 0;
-        if (PMPI_Unpack(pad, tsize, &p1, s1 - lb, 1, dt, MPI_COMM_WORLD) == MPI_SUCCESS &&
-            PMPI_Unpack(pad + tsize, tsize, &p2, s2 - lb, 1, dt, MPI_COMM_WORLD) == MPI_SUCCESS)
+        if (PMPI_Unpack(pad, tsize, &p1, (void *)((uintptr_t)s1 - (uintptr_t)lb), 1, dt, MPI_COMM_WORLD) ==
+                MPI_SUCCESS &&
+            PMPI_Unpack(pad + tsize, tsize, &p2, (void *)((uintptr_t)s2 - (uintptr_t)lb), 1, dt, MPI_COMM_WORLD) ==
+                MPI_SUCCESS)
             for (MPI_Aint i = 0; i < extent; i++)
                 if (s1[i] == s2[i])
                     base[i] = s1[i];
@@ -278,7 +281,7 @@ void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
         return;
     int n = (int)(len / (size_t)tsize);
     size_t rem = len % (size_t)tsize;
-    MPI_Aint lb = 0, extent = 0;
+    MPI_Aint lb, extent = 0;
     PMPI_Type_get_extent(dt, &lb, &extent);
     int cnt = n;
     MPI_Datatype t = dt, shifted;
@@ -288,8 +291,8 @@ void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
     if (shifted != MPI_DATATYPE_NULL)
         PMPI_Type_free(&shifted);
     if (rem)
-        unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem, (char *)ubuf + (MPI_Aint)n * extent, dt,
-                       tsize);
+        unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem,
+                       (uintptr_t)ubuf + (uintptr_t)((MPI_Aint)n * extent), dt, tsize);
 }
 
 /* ------------------------------------------------------------ requests */
