@@ -242,10 +242,11 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, voi
 
 /* The last element of a message shorter than its receive: only the rem
  * bytes that came may land in the user's buffer. The element is unpacked
- * twice into copies of its place in the user's buffer, from the rem bytes
- * padded to a whole element once with 0x00 and once with 0xff: a byte the
- * two results agree on is the user's own or came in the message, one they
- * differ on is padding and stays as it was. */
+ * into two scratch copies of its span, one filled with 0x00 and padded
+ * with 0x00, the other filled and padded with 0xff: a byte the two agree
+ * on came in the message, and only those are written (bytes outside the
+ * type map, or from the padding, differ and are never touched: another
+ * thread may own them). */
 static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, int tsize)
 {
     MPI_Aint lb = 0, extent = 0;
@@ -258,8 +259,8 @@ static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Dat
         memset(pad + rem, 0x00, (size_t)tsize - rem);
         memcpy(pad + tsize, part, rem);
         memset(pad + tsize + rem, 0xff, (size_t)tsize - rem);
-        memcpy(s1, base, (size_t)extent);
-        memcpy(s2, base, (size_t)extent);
+        memset(s1, 0x00, (size_t)extent);
+        memset(s2, 0xff, (size_t)extent);
         int p1 = 0, p2 = 0;
         if (PMPI_Unpack(pad, tsize, &p1, (void *)((uintptr_t)s1 - (uintptr_t)lb), 1, dt, MPI_COMM_WORLD) ==
                 MPI_SUCCESS &&
