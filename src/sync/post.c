@@ -122,11 +122,13 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, int count, MP
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, rt.comm);
     rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
+    int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
     if (msh_cfg.stats && rc == MPI_SUCCESS)
         rt.vci->st.bytes += msh_payload_bytes(count, dt);
     r->procnull = dest == MPI_PROC_NULL;
     msh_watchdog_note(r, dest, tag, comm);
-    return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
+    rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
+    return raise ? msh_comm_error(comm, rc) : rc;
 }
 
 int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
@@ -186,9 +188,11 @@ int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int sou
     }
     msh_tp_msg m = msh_tp_msg_of(MSH_TP_RECV, buf, count, dt, source, tag, rt.comm);
     rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
+    int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
     r->procnull = source == MPI_PROC_NULL;
     msh_watchdog_note(r, source, tag, comm);
-    return msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
+    rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
+    return raise ? msh_comm_error(comm, rc) : rc;
 }
 
 /* ------------------------------------------------------------ probes */
@@ -231,7 +235,10 @@ int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *messag
             msh_queue_drain_all(); /* see what the queued sends would have sent */
         msh_vci_lock(rt.vci);
         rc = msh_tp_probe(rt.vci->tp, source, tag, rt.comm, &f, message, status);
+        int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
         msh_vci_unlock(rt.vci);
+        if (raise)
+            return msh_comm_error(comm, rc);
         if (flag && rc == MPI_SUCCESS)
             *flag = f;
         if (flag || rc != MPI_SUCCESS || f)

@@ -896,14 +896,20 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     fab_comm *fc = carried(m);
     if (!fc)
         return msh_tp_post(f->host, m, treq);
-    return send_at_once(f, fc, m, treq) ? MPI_SUCCESS : new_req(f, fc, m, 0, treq);
+    int rc = msh_lane_check(m, fc);
+    if (rc == MPI_SUCCESS && !send_at_once(f, fc, m, treq))
+        rc = new_req(f, fc, m, 0, treq);
+    return msh_lane_posted(tp, rc);
 }
 
 static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
     fab_tp *f = fab_of(tp);
     fab_comm *fc = carried(m);
-    return fc ? new_req(f, fc, m, 1, treq) : msh_tp_init(f->host, m, treq);
+    if (!fc)
+        return msh_tp_init(f->host, m, treq);
+    int rc = msh_lane_check(m, fc);
+    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, fc, m, 1, treq) : rc);
 }
 
 static int fab_start(msh_tp *tp, msh_tp_req *treq)
@@ -1059,6 +1065,9 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     fab_comm *fc = source == MPI_PROC_NULL ? NULL : comm_of(comm);
     if (!fc)
         return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+    int rc = msh_lane_check_peer(fc, source, tag, 1);
+    if (rc != MPI_SUCCESS)
+        return msh_lane_posted(tp, rc);
     if (f->closed)
         return MPI_ERR_OTHER;
     fab_req pr, *r = &pr;
@@ -1073,8 +1082,8 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
         memset(&pr, 0, sizeof pr);
         pr.main.req = &pr;
     }
-    int rc = job.nopeek ? peek_held(f, r, fc, source, tag, message != NULL, flag)
-                        : peek(f, r, fc, source, tag, message != NULL, flag);
+    rc = job.nopeek ? peek_held(f, r, fc, source, tag, message != NULL, flag)
+                    : peek(f, r, fc, source, tag, message != NULL, flag);
     set_tracked(f);
     if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE) {
         int err = status->MPI_ERROR; /* a probe leaves it, as the hosts do */

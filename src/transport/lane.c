@@ -19,6 +19,8 @@ static struct {
 static unsigned next_cid = 1; /* this process's counter, as rank 0 of a new communicator */
 static pthread_mutex_t cid_mtx = PTHREAD_MUTEX_INITIALIZER;
 
+int msh_lane_tag_ub = 32767;
+
 void msh_lane_open(const char *provider, int cid_bits, int cid_shift, int max_size, int any_tag)
 {
     snprintf(lane.provider, sizeof lane.provider, "%s", provider);
@@ -28,6 +30,9 @@ void msh_lane_open(const char *provider, int cid_bits, int cid_shift, int max_si
     lane.any_tag = any_tag;
     PMPI_Comm_size(MPI_COMM_WORLD, &lane.wsize);
     PMPI_Comm_rank(MPI_COMM_WORLD, &lane.wrank);
+    int *ub = NULL, flag = 0;
+    PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    msh_lane_tag_ub = flag && ub ? *ub : 32767;
     lane.open = 1;
 }
 

@@ -119,9 +119,14 @@ typedef struct msh_lane_named {
 
 int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size);
 
-/* Whether dt is a named type, and then its size. */
+/* Whether dt is a named type, and then its size. MPI_DATATYPE_NULL counts
+ * as one of no bytes (msh_lane_check refused it where the host does). */
 static inline int msh_lane_named_size(msh_lane_named *n, MPI_Datatype dt, int *size)
 {
+    if (dt == MPI_DATATYPE_NULL) {
+        *size = 0;
+        return 1;
+    }
     unsigned k = (unsigned)(msh_handle_key(&dt, sizeof dt) % 16);
     if (n->e[k].used && memcmp(&n->e[k].dt, &dt, sizeof dt) == 0) {
         *size = n->e[k].size;
@@ -225,6 +230,47 @@ int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_don
 void *msh_lane_tracked(const msh_lane_q *q, int k);
 /* An untracked request's result; non-persistent ones are freed. */
 int msh_lane_take(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, MPI_Status *st);
+/* The host's MPI_TAG_UB, which the lanes keep (read when the lane opens). */
+extern int msh_lane_tag_ub;
+
+/* A peer and tag on lc the host would have refused (recv: a receive's or
+ * probe's, which may be wildcards): the error class, or MPI_SUCCESS. */
+static inline int msh_lane_check_peer(const msh_lane_comm *lc, int peer, int tag, int recv)
+{
+    if (peer < 0 ? !(recv && peer == MPI_ANY_SOURCE) : peer >= lc->size)
+        return MPI_ERR_RANK;
+    if (tag < 0 ? !(recv && tag == MPI_ANY_TAG) : tag > msh_lane_tag_ub)
+        return MPI_ERR_TAG;
+    return MPI_SUCCESS;
+}
+
+/* The arguments of a message on lc that the host would have refused,
+ * checked before the lane posts it: count, type (MPI_DATATYPE_NULL, but
+ * for MPICH's empty message of count 0), rank and tag; the error class
+ * the hosts give. */
+static inline int msh_lane_check(const msh_tp_msg *m, const msh_lane_comm *lc)
+{
+    int recv = m->mode == MSH_TP_RECV;
+    if (m->count < 0)
+        return MPI_ERR_COUNT;
+#if defined(MPICH)
+    if (m->dt == MPI_DATATYPE_NULL && m->count != 0)
+#else
+    if (m->dt == MPI_DATATYPE_NULL)
+#endif
+        return MPI_ERR_TYPE;
+    return msh_lane_check_peer(lc, m->peer, m->tag, recv);
+}
+
+/* A carried operation's post or init ended with rc: an error is the
+ * lane's own, still to be raised (msh_tp.unraised). */
+static inline int msh_lane_posted(msh_tp *tp, int rc)
+{
+    if (rc != MPI_SUCCESS)
+        tp->unraised = 1;
+    return rc;
+}
+
 /* The word of a send that finished inside its post without a request of
  * the lane's (a short message): only done_at_post reads it. */
 #define MSH_LANE_DONE msh_lane_enc(MSH_LANE_SLOT_MAX - 1)

@@ -123,6 +123,11 @@ typedef struct msh_tp {
     int idx;          /* the VCI's */
     int ntracked;
     _Atomic int busy;
+    /* Set with an error that post, init or probe returned when the transport
+     * made it itself and no error handler has seen it yet (a lane's; the
+     * host's calls raise their own): the engine raises it through the
+     * communicator's handler once the VCI is unlocked. Under the lock. */
+    int unraised;
 } msh_tp;
 
 /* Open the transport called name for VCI idx; NULL with *why set (a
@@ -194,6 +199,15 @@ static inline int msh_tp_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *
 }
 static inline int msh_tp_release(msh_tp *tp, msh_tp_req *treq) { return tp->ops->release(tp, treq); }
 static inline void msh_tp_close(msh_tp *tp) { tp->ops->close(tp); }
+
+/* Whether the error of the post, init or probe just made is still to be raised
+ * (see unraised), clearing it. */
+static inline int msh_tp_take_unraised(msh_tp *tp)
+{
+    int u = tp->unraised;
+    tp->unraised = 0;
+    return u;
+}
 
 /* Whether tp tracks nothing, as last stored (no lock needed). */
 static inline int msh_tp_idle(msh_tp *tp)

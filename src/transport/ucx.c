@@ -496,14 +496,20 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     msh_lane_comm *lc = carried(m);
     if (!lc)
         return msh_tp_post(f->host, m, treq);
-    return send_at_once(f, lc, m, treq) ? MPI_SUCCESS : new_req(f, lc, m, 0, treq);
+    int rc = msh_lane_check(m, lc);
+    if (rc == MPI_SUCCESS && !send_at_once(f, lc, m, treq))
+        rc = new_req(f, lc, m, 0, treq);
+    return msh_lane_posted(tp, rc);
 }
 
 static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
     ux_tp *f = ux_of(tp);
     msh_lane_comm *lc = carried(m);
-    return lc ? new_req(f, lc, m, 1, treq) : msh_tp_init(f->host, m, treq);
+    if (!lc)
+        return msh_tp_init(f->host, m, treq);
+    int rc = msh_lane_check(m, lc);
+    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, lc, m, 1, treq) : rc);
 }
 
 static int ux_start(msh_tp *tp, msh_tp_req *treq)
@@ -572,6 +578,9 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
     msh_lane_comm *lc = source == MPI_PROC_NULL ? NULL : msh_lane_comm_of(comm);
     if (!lc)
         return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+    int rc = msh_lane_check_peer(lc, source, tag, 1);
+    if (rc != MPI_SUCCESS)
+        return msh_lane_posted(tp, rc);
     if (f->closed)
         return MPI_ERR_OTHER;
     ucp_tag_recv_info_t info;
