@@ -62,6 +62,7 @@ static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
             msh_vci_req_put(v, r);
             continue;
         }
+        msh_req_keep_error(r, &done[k]);
         msh_notify_complete(r, &b);
     }
     v->st.completions += (uint64_t)n;

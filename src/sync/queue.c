@@ -139,7 +139,9 @@ void msh_queue_drain(msh_vci *v)
             .comm = r->q.comm, .mode = r->q.recv ? MSH_TP_RECV : r->q.ssend ? MSH_TP_SSEND : MSH_TP_SEND,
         };
         int rc = msh_tp_post(v->tp, &m, &r->host);
-        if (rc == MPI_SUCCESS && msh_tp_done_at_post(v->tp, &r->host, &r->status)) {
+        msh_tp_done d;
+        if (rc == MPI_SUCCESS && msh_tp_done_at_post(v->tp, &r->host, &d)) {
+            r->status = d.status;
             if (r->q.recv) {
                 v->st.recvs++;
             } else {
@@ -148,10 +150,12 @@ void msh_queue_drain(msh_vci *v)
                     v->st.bytes += msh_payload_bytes(r->q.count, r->q.dt);
             }
             v->st.completions++;
-            if (r->freed)
+            if (r->freed) {
                 msh_vci_req_put(v, r);
-            else
+            } else {
+                msh_req_keep_error(r, &d);
                 msh_progress_complete(r);
+            }
             continue;
         }
         if (rc == MPI_SUCCESS && msh_vci_pending_add(v, r) != MPI_SUCCESS) {

@@ -71,13 +71,18 @@ typedef struct msh_request {
     };
     MPI_Status status;                /* valid in MSH_REQ_COMPLETE */
     /* Second line: a queued post's arguments (sync/queue.h), read by the
-     * thread that drains the queue; untouched by every other path. */
+     * thread that drains the queue; untouched by every other path but
+     * errors (own_error). */
     struct {
         const void *buf;
         MPI_Comm comm;                /* the route's host communicator */
         MPI_Datatype dt;
         int count, peer, tag;
         uint8_t recv, ssend;
+        /* A transport's own error in status, to raise on comm when the
+         * request is retired (msh_tp_done.own_error): set and read only
+         * with an error, so the message path never touches this line. */
+        uint8_t own_error;
     } q;
 } msh_request;
 

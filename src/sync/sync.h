@@ -121,6 +121,16 @@ void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg);
  * wait is over. Not under a domain mutex. */
 void msh_progress_complete(msh_request *r);
 
+/* r finished as d says (its status taken): a transport's own error is
+ * kept for the call that retires r to raise (msh_tp_done.own_error). */
+static inline void msh_req_keep_error(msh_request *r, const msh_tp_done *d)
+{
+    if (MSH_UNLIKELY(d->own_error)) {
+        r->q.comm = d->raise_on;
+        r->q.own_error = 1;
+    }
+}
+
 static inline void msh_sync_init(msh_sync *s, int dom)
 {
     atomic_init(&s->done, 0);

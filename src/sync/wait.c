@@ -49,6 +49,16 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         return msh_bad_request();
     int err = r->status.MPI_ERROR;
     msh_status_out(status, &r->status);
+    if (MSH_UNLIKELY(err != MPI_SUCCESS) && r->q.own_error) {
+        /* A transport's own error: this call raises it, with no lock held
+         * (the handler may call MPI). */
+        r->q.own_error = 0;
+        if (*held) {
+            msh_vci_unlock(*held);
+            *held = NULL;
+        }
+        msh_comm_error(r->q.comm, err);
+    }
     if (r->persistent)
         return err;
     msh_vci *v = msh_vci_get(r->vci);
@@ -81,6 +91,7 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 
 int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle)
 {
+    msh_tp_done d;
     if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
         msh_vci_req_put(v, r);
         msh_vci_unlock(v);
@@ -90,8 +101,10 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
     if (kind == MSH_KIND_PSEND || kind == MSH_KIND_PRECV) {
         r->persistent = 1;
         atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
-    } else if (msh_tp_done_at_post(v->tp, &r->host, &r->status)) {
+    } else if (msh_tp_done_at_post(v->tp, &r->host, &d)) {
         /* Finished inside its post: nothing to track or poll. */
+        r->status = d.status;
+        msh_req_keep_error(r, &d);
         if (kind == MSH_KIND_SEND)
             v->st.sends++;
         else if (kind == MSH_KIND_RECV)
@@ -212,6 +225,8 @@ int msh_req_free(msh_request *r, MPI_Request *handle)
         msh_vci_unlock(v); /* a waiter retired it meanwhile (retiring takes no VCI lock first) */
         return msh_bad_request();
     } else {
+        if (MSH_UNLIKELY(r->status.MPI_ERROR != MPI_SUCCESS))
+            r->q.own_error = 0; /* freed unseen: nobody raises it */
         if (r->persistent)
             msh_tp_release(v->tp, &r->host);
         msh_vci_req_put(v, r);

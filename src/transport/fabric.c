@@ -625,6 +625,7 @@ static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
     r->peer = m->peer;
     r->tag = m->tag;
     r->fc = fc;
+    r->b.comm = fc->comm;
 }
 
 /* The bytes of r's operation (lane.h). */
@@ -1094,6 +1095,7 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
         req_free(f, r);
     else if (message) {
         r->fc = fc;
+        r->b.comm = fc->comm;
         *message = msg_enc(tp->idx, r->b.slot);
     }
     return rc;
@@ -1172,11 +1174,11 @@ static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
 }
 
-static int fab_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+static int fab_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
 {
     fab_tp *f = fab_of(tp);
     fab_req *r = req_of(f, *treq);
-    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, st);
+    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, d);
 }
 
 static int fab_release(msh_tp *tp, msh_tp_req *treq)

@@ -158,6 +158,7 @@ static int host_poll(msh_tp *tp, const msh_tp_done **done)
         d->status = h->out_st[k];
         if (rc != MPI_ERR_IN_STATUS)
             d->status.MPI_ERROR = MPI_SUCCESS;
+        d->own_error = 0; /* the host's Testsome raised it */
         h->ctx[i] = NULL;
     }
     /* Compact, keeping the order of the rest. */

@@ -95,6 +95,7 @@ int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag)
      * 0's world rank and the next number of its own counter: unique. */
     long v[2] = { 0, 1 };
     if (lc) {
+        lc->comm = c;
         lc->size = size;
         lc->rank = rank;
         v[1] = world_ranks(c, lc) != 0;
@@ -355,7 +356,7 @@ void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r)
     q->spare = r;
 }
 
-static int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status *st)
+static int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status *st, MPI_Comm comm)
 {
     if (q->ndone == q->capdone) {
         int n = q->capdone ? q->capdone * 2 : 64;
@@ -365,7 +366,9 @@ static int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status
         q->done = d;
         q->capdone = n;
     }
-    q->done[q->ndone++] = (msh_tp_done){ .ctx = ctx, .treq = treq, .status = *st };
+    q->done[q->ndone++] = (msh_tp_done){
+        .ctx = ctx, .treq = treq, .status = *st, .own_error = st->MPI_ERROR != MPI_SUCCESS, .raise_on = comm
+    };
     return MPI_SUCCESS;
 }
 
@@ -384,7 +387,7 @@ void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
         msh_lane_req_free(q, r);
     } else if (r->tracked) {
         r->tracked = 0;
-        if (push_done(q, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status) !=
+        if (push_done(q, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status, r->comm) !=
             MPI_SUCCESS)
             msh_log("VCI %d: out of memory: a completion is lost and its wait will not return", vci);
         else if (!r->persistent)
@@ -399,7 +402,7 @@ int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx)
     if (r->active) {
         r->tracked = 1;
     } else {
-        rc = push_done(q, ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status);
+        rc = push_done(q, ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status, r->comm);
         if (rc == MPI_SUCCESS && !r->persistent)
             retire(q, r);
     }

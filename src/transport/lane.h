@@ -23,6 +23,7 @@ typedef struct msh_lane_comm {
     msh_hent h;
     uint64_t cid;      /* agreed by every member */
     uint64_t cid_bits;
+    MPI_Comm comm;
     int rank, size;
     int world[];
 } msh_lane_comm;
@@ -176,6 +177,7 @@ typedef struct msh_lane_req {
     void *tmp;                 /* packed data, freed when the request finishes */
     MPI_Status status;
     MPI_Datatype kept;         /* a derived type's duplicate (msh_lane_keep_type) */
+    MPI_Comm comm;             /* the program's, where the request's own errors are raised */
     int slot;
     uint8_t persistent, active, tracked, orphan;
     uint8_t has_kept;
@@ -277,16 +279,18 @@ static inline int msh_lane_posted(msh_tp *tp, int rc)
 
 /* done_at_post (transport.h) for the lane's request r (NULL: not the
  * lane's): its result, and r freed, if it finished and nobody tracks it. */
-static inline int msh_lane_done_at_post(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, MPI_Status *st)
+static inline int msh_lane_done_at_post(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, msh_tp_done *d)
 {
     if (*treq == MSH_LANE_DONE) {
-        memset(st, 0, sizeof *st); /* what the lane's finished sends report */
+        memset(&d->status, 0, sizeof d->status); /* what the lane's finished sends report */
+        d->own_error = 0;
         *treq = MPI_REQUEST_NULL;
         return 1;
     }
     if (!r || r->active || r->persistent || r->tracked)
         return 0;
-    msh_lane_take(q, r, treq, st);
+    d->raise_on = r->comm;
+    d->own_error = msh_lane_take(q, r, treq, &d->status) != MPI_SUCCESS;
     return 1;
 }
 /* Let go of r: dropped when it finishes if active, else freed now. */

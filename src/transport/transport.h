@@ -66,6 +66,12 @@ typedef struct msh_tp_done {
     void *ctx;
     msh_tp_req treq;
     MPI_Status status;
+    /* Set with an error in status that no error handler has seen (a
+     * lane's own: the host raises its errors in its own calls), and the
+     * communicator whose handler must see it; the engine raises it in the
+     * call that retires the request. */
+    int own_error;
+    MPI_Comm raise_on;
 } msh_tp_done;
 
 struct msh_tp;
@@ -102,11 +108,11 @@ typedef struct msh_tp_ops {
     int (*test)(struct msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *status);
     /* Whether the nonblocking operation just posted (not tracked) finished
      * inside its post, as short sends and receives of messages already
-     * there do on a lane: then *treq is MPI_REQUEST_NULL, *status holds
-     * its result (MPI_ERROR too) and the engine completes it without
+     * there do on a lane: then *treq is MPI_REQUEST_NULL, *d holds its
+     * completion (ctx and treq unused) and the engine completes it without
      * tracking. NULL for a transport that would need a call of its own to
      * know (the host: one more test per message). */
-    int (*done_at_post)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
+    int (*done_at_post)(struct msh_tp *tp, msh_tp_req *treq, msh_tp_done *d);
     /* Let go of a request: an inactive persistent one is freed; an active
      * one that is not tracked completes on its own. */
     int (*release)(struct msh_tp *tp, msh_tp_req *treq);
@@ -193,9 +199,9 @@ static inline int msh_tp_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Statu
 {
     return tp->ops->test(tp, treq, flag, st);
 }
-static inline int msh_tp_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+static inline int msh_tp_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
 {
-    return tp->ops->done_at_post && tp->ops->done_at_post(tp, treq, st);
+    return tp->ops->done_at_post && tp->ops->done_at_post(tp, treq, d);
 }
 static inline int msh_tp_release(msh_tp *tp, msh_tp_req *treq) { return tp->ops->release(tp, treq); }
 static inline void msh_tp_close(msh_tp *tp) { tp->ops->close(tp); }

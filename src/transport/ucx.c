@@ -442,6 +442,7 @@ static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m
     r->peer = m->peer;
     r->tag = m->tag;
     r->lc = lc;
+    r->b.comm = lc->comm;
 }
 
 static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq)
@@ -621,6 +622,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
         r->op = OP_PROBE;
         r->msg = m;
         r->lc = lc;
+        r->b.comm = lc->comm;
         *message = msh_lane_msg_enc(tp->idx, r->b.slot);
     }
     return MPI_SUCCESS;
@@ -674,11 +676,11 @@ static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
 }
 
-static int ux_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+static int ux_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
 {
     ux_tp *f = ux_of(tp);
     ux_req *r = req_of(f, *treq);
-    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, st);
+    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, d);
 }
 
 static int ux_release(msh_tp *tp, msh_tp_req *treq)

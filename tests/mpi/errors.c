@@ -153,6 +153,34 @@ static void user_handler(void)
                            MPI_STATUS_IGNORE));
     CHECK(g == 500 + left && handler_calls == 0, "traffic on dup: got %d, %d handler calls", g,
           handler_calls);
+
+    /* An error found when the message arrives (truncation) reaches the
+     * handler too, once, in the call that completes the receive. Not yet
+     * through MPICH's own point-to-point under the shim, whose internal
+     * completion call raises it elsewhere (docs/design.md, known limits):
+     * checked there with a lane (MPISHIM_FABRIC) only. */
+    const char *lane = getenv("MPISHIM_FABRIC");
+#if defined(MPICH)
+    int check_trunc = lane && strcmp(lane, "off") != 0;
+#else
+    int check_trunc = 1;
+    (void)lane;
+#endif
+    test_step = "truncated receive on dup with user handler";
+    int four[4] = { rank, rank, rank, rank }, two[2] = { -1, -1 };
+    MPI_Request sq;
+    CHECK_MPI(MPI_Isend(four, 4, MPI_INT, right, 4, dup, &sq));
+    rc = MPI_Recv(two, 2, MPI_INT, left, 4, dup, MPI_STATUS_IGNORE);
+    if (check_trunc) {
+        CHECK(handler_calls == 1, "truncation: user error handler called %d times, expected 1", handler_calls);
+        CHECK_MPI(MPI_Error_class(handler_code, &cls));
+        CHECK(cls == MPI_ERR_TRUNCATE, "truncation: user handler got class %d, expected MPI_ERR_TRUNCATE", cls);
+        CHECK_MPI(MPI_Comm_compare(handler_comm, dup, &res));
+        CHECK(res == MPI_IDENT, "truncation: user handler got another communicator (compare %d)", res);
+    }
+    CHECK_MPI(MPI_Error_class(rc, &cls));
+    CHECK(cls == MPI_ERR_TRUNCATE, "truncation: MPI_Recv returned class %d", cls);
+    CHECK_MPI(MPI_Wait(&sq, MPI_STATUS_IGNORE));
     CHECK_MPI(MPI_Comm_free(&dup));
 }
 

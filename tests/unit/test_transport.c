@@ -106,14 +106,14 @@ static int fake_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     return rc;
 }
 
-static int fake_done_at_post(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+static int fake_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
 {
     fake_op *o = op_of(fake_of(tp), *treq);
     if (!o || !o->at_post)
         return 0;
-    memset(st, 0, sizeof *st);
-    st->MPI_SOURCE = o->peer;
-    st->MPI_TAG = o->tag;
+    memset(d, 0, sizeof *d);
+    d->status.MPI_SOURCE = o->peer;
+    d->status.MPI_TAG = o->tag;
     drop_op(o);
     *treq = MPI_REQUEST_NULL;
     return 1;
