@@ -140,25 +140,8 @@ void msh_queue_drain(msh_vci *v)
         };
         int rc = msh_tp_post(v->tp, &m, &r->host);
         msh_tp_done d;
-        if (rc == MPI_SUCCESS && msh_tp_done_at_post(v->tp, &r->host, &d)) {
-            r->status = d.status;
-            if (r->q.recv) {
-                v->st.recvs++;
-            } else {
-                v->st.sends++;
-                if (msh_cfg.stats)
-                    v->st.bytes += msh_payload_bytes(r->q.count, r->q.dt);
-            }
-            v->st.completions++;
-            if (r->freed) {
-                msh_vci_req_put(v, r);
-            } else {
-                msh_req_keep_error(r, &d);
-                msh_progress_complete(r);
-            }
-            continue;
-        }
-        if (rc == MPI_SUCCESS && msh_vci_pending_add(v, r) != MPI_SUCCESS) {
+        int done = rc == MPI_SUCCESS && msh_tp_done_at_post(v->tp, &r->host, &d);
+        if (!done && rc == MPI_SUCCESS && msh_vci_pending_add(v, r) != MPI_SUCCESS) {
             /* Posted but cannot be tracked: let the transport finish it. */
             msh_tp_release(v->tp, &r->host);
             rc = MPI_ERR_NO_MEM;
@@ -173,6 +156,16 @@ void msh_queue_drain(msh_vci *v)
             v->st.sends++;
             if (msh_cfg.stats)
                 v->st.bytes += msh_payload_bytes(r->q.count, r->q.dt);
+        }
+        if (done) { /* finished inside its post: nothing to track */
+            r->status = d.status;
+            v->st.completions++;
+            if (r->freed) {
+                msh_vci_req_put(v, r);
+            } else {
+                msh_req_keep_error(r, &d);
+                msh_progress_complete(r);
+            }
         }
     }
 }

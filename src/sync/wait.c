@@ -91,7 +91,6 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 
 int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle)
 {
-    msh_tp_done d;
     if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
         msh_vci_req_put(v, r);
         msh_vci_unlock(v);
@@ -101,21 +100,17 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
     if (kind == MSH_KIND_PSEND || kind == MSH_KIND_PRECV) {
         r->persistent = 1;
         atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_relaxed);
-    } else if (msh_tp_done_at_post(v->tp, &r->host, &d)) {
+        msh_vci_unlock(v);
+        *handle = msh_req_handle(r);
+        return MPI_SUCCESS;
+    }
+    msh_tp_done d;
+    if (msh_tp_done_at_post(v->tp, &r->host, &d)) {
         /* Finished inside its post: nothing to track or poll. */
         r->status = d.status;
         msh_req_keep_error(r, &d);
-        if (kind == MSH_KIND_SEND)
-            v->st.sends++;
-        else if (kind == MSH_KIND_RECV)
-            v->st.recvs++;
-        else
-            v->st.colls++;
-        v->st.completions++;
-        msh_vci_unlock(v);
         msh_req_complete_here(r);
-        *handle = msh_req_handle(r);
-        return MPI_SUCCESS;
+        v->st.completions++;
     } else {
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
         rc = msh_vci_pending_add(v, r);
@@ -128,13 +123,13 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
             *handle = msh_req_handle(r);
             return MPI_SUCCESS;
         }
-        if (kind == MSH_KIND_SEND)
-            v->st.sends++;
-        else if (kind == MSH_KIND_RECV)
-            v->st.recvs++;
-        else
-            v->st.colls++;
     }
+    if (kind == MSH_KIND_SEND)
+        v->st.sends++;
+    else if (kind == MSH_KIND_RECV)
+        v->st.recvs++;
+    else
+        v->st.colls++;
     msh_vci_unlock(v);
     *handle = msh_req_handle(r);
     return MPI_SUCCESS;
