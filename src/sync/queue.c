@@ -147,6 +147,8 @@ void msh_queue_drain(msh_vci *v)
             rc = MPI_ERR_NO_MEM;
         }
         if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
+            if (msh_tp_take_unraised(v->tp) && !r->freed)
+                r->q.own_error = 1; /* raised on q.comm when the request is retired */
             post_failed(v, r, rc);
             continue;
         }
