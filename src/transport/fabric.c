@@ -270,13 +270,18 @@ typedef struct fab_tp {
     /* Operations the provider could not take yet (-FI_EAGAIN), issued in
      * order by later progress: the poster never spins inside a post,
      * where it would wait for a peer that is itself spinning in a post on
-     * another VCI. Later operations queue behind them, to keep order. */
-    fab_req *bl_head, *bl_tail;
+     * another VCI. Later operations of the same kind queue behind them, to
+     * keep order; sends (and acknowledgements) and receives (and bulk
+     * receives) queue apart, so that a receive never waits behind a send
+     * that waits for the peer to take its messages (BL_TX, BL_RX). */
+    fab_req *bl_head[2], *bl_tail[2];
     int nacks;           /* acknowledgements in the backlog (not tracked) */
     msh_lane_named named; /* named types' sizes */
 } fab_tp;
 
 static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
+
+enum { BL_TX, BL_RX };
 
 #define enc msh_lane_enc
 
@@ -344,7 +349,7 @@ static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
 {
     uint64_t tag = TAG_ACK | fc->cid_bits | SYNC_SEQ(data);
     fi_addr_t to = f->addr[fc->world[src]];
-    if (!f->bl_head && fi_tinject(f->ep, NULL, 0, to, tag) != -FI_EAGAIN)
+    if (!f->bl_head[BL_TX] && fi_tinject(f->ep, NULL, 0, to, tag) != -FI_EAGAIN)
         return;
     fab_req *a = req_new(f);
     if (!a) {
@@ -398,7 +403,7 @@ static void head_of_large(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, si
         send_ack(f, r->fc, src, data);
     r->pending++;
     r->bulk_wait = 1;
-    ssize_t rc = f->bl_head ? -FI_EAGAIN : try_bulk(f, r);
+    ssize_t rc = f->bl_head[BL_RX] ? -FI_EAGAIN : try_bulk(f, r);
     if (rc == -FI_EAGAIN) {
         backlog_add(f, r);
     } else if (rc) {
@@ -581,7 +586,7 @@ static int progress(fab_tp *f)
     for (;;) {
         int n = read_cq(f);
         total += n;
-        if (!f->bl_head || drain_backlog(f) == 0 || n == 0)
+        if ((!f->bl_head[BL_TX] && !f->bl_head[BL_RX]) || drain_backlog(f) == 0 || n == 0)
             return total;
     }
 }
@@ -709,14 +714,21 @@ static ssize_t try_issue(fab_tp *f, fab_req *r)
     }
 }
 
+/* Which backlog r waits in. */
+static inline int bl_of(const fab_req *r)
+{
+    return r->op == OP_RECV || r->bulk_wait ? BL_RX : BL_TX;
+}
+
 static void backlog_add(fab_tp *f, fab_req *r)
 {
+    int q = bl_of(r);
     r->next = NULL;
-    if (f->bl_tail)
-        f->bl_tail->next = r;
+    if (f->bl_tail[q])
+        f->bl_tail[q]->next = r;
     else
-        f->bl_head = r;
-    f->bl_tail = r;
+        f->bl_head[q] = r;
+    f->bl_tail[q] = r;
 }
 
 /* r could not be issued: it ends, once a synchronous send's
@@ -730,25 +742,25 @@ static void fail_issued(fab_tp *f, fab_req *r)
         finish(f, r);
 }
 
-/* Issue the backlog in order while the provider takes it; returns how
- * many it took. An operation that fails ends with the error. */
-static int drain_backlog(fab_tp *f)
+/* Issue backlog q in order while the provider takes it; returns how many
+ * it took. An operation that fails ends with the error. */
+static int drain_queue(fab_tp *f, int q)
 {
     int n = 0;
-    while (f->bl_head) {
-        fab_req *r = f->bl_head;
+    while (f->bl_head[q]) {
+        fab_req *r = f->bl_head[q];
         int ack = r->op == OP_ACK;
         /* off the list first: a held message may end r at once, and a
          * large one's bulk receive may join the backlog */
-        f->bl_head = r->next;
-        if (!f->bl_head)
-            f->bl_tail = NULL;
+        f->bl_head[q] = r->next;
+        if (!f->bl_head[q])
+            f->bl_tail[q] = NULL;
         ssize_t rc = try_issue(f, r);
         if (rc == -FI_EAGAIN) {
-            r->next = f->bl_head;
-            f->bl_head = r;
-            if (!f->bl_tail)
-                f->bl_tail = r;
+            r->next = f->bl_head[q];
+            f->bl_head[q] = r;
+            if (!f->bl_tail[q])
+                f->bl_tail[q] = r;
             break;
         }
         n++;
@@ -765,6 +777,11 @@ static int drain_backlog(fab_tp *f)
         }
     }
     return n;
+}
+
+static int drain_backlog(fab_tp *f)
+{
+    return drain_queue(f, BL_RX) + drain_queue(f, BL_TX);
 }
 
 static int issue(fab_tp *f, fab_req *r);
@@ -821,7 +838,7 @@ static int issue(fab_tp *f, fab_req *r)
         r->pending++;
     }
     r->b.active = 1;
-    ssize_t frc = f->bl_head ? -FI_EAGAIN : try_issue(f, r);
+    ssize_t frc = f->bl_head[bl_of(r)] ? -FI_EAGAIN : try_issue(f, r);
     if (frc == -FI_EAGAIN) {
         backlog_add(f, r);
         return MPI_SUCCESS;
@@ -877,7 +894,7 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
 static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req *treq)
 {
     int tsize;
-    if ((m->mode != MSH_TP_SEND && m->mode != MSH_TP_RSEND) || f->closed || f->bl_head ||
+    if ((m->mode != MSH_TP_SEND && m->mode != MSH_TP_RSEND) || f->closed || f->bl_head[BL_TX] ||
         !msh_lane_named_size(&f->named, m->dt, &tsize))
         return 0;
     size_t len = (size_t)m->count * (size_t)tsize;
@@ -988,7 +1005,7 @@ static int peek_held(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, i
 {
     fab_held **pp = held_find(f, fc, source, tag);
     if (!*pp) {
-        if (f->bl_head) { /* posts before this one wait: nothing seen yet */
+        if (f->bl_head[BL_RX]) { /* receives before this one wait: nothing seen yet */
             progress(f);
             *flag = 0;
             return MPI_SUCCESS;
@@ -1045,7 +1062,8 @@ static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int cl
         .ignore = match_ignore(tag),
         .context = &r->main.f,
     };
-    ssize_t rc = f->bl_head ? -FI_EAGAIN : fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0));
+    ssize_t rc = f->bl_head[BL_RX] ? -FI_EAGAIN
+                                   : fi_trecvmsg(f->ep, &msg, FI_PEEK | FI_COMPLETION | (claim ? FI_CLAIM : 0));
     if (rc == -FI_EAGAIN) {
         progress(f); /* nothing seen yet: the caller tries again */
         *flag = 0;
