@@ -2,7 +2,9 @@
  * resized struct {int, double, char[5]}.  Data lands only in the typemap
  * (gaps and padding keep their sentinel), and MPI_Get_count/MPI_Get_elements
  * report datatype vs. basic-element counts, including a partial last
- * element (count MPI_UNDEFINED), and MPI_BOTTOM with absolute addresses.
+ * element (count MPI_UNDEFINED), MPI_BOTTOM with absolute addresses, and
+ * types freed while operations that use them are pending (the shim's lanes
+ * once read a freed type: a segfault in MPICH's persistent-request test).
  * Ring topology: send right, receive left. */
 #include "testutil.h"
 
@@ -208,6 +210,50 @@ static void structs(void)
     CHECK_MPI(MPI_Type_free(&rt));
 }
 
+/* A program may free a datatype while operations that use it are still
+ * pending or will start again (MPI keeps the type alive for them): a
+ * receive that unpacks when it completes, and persistent requests started
+ * after the free, two rounds. */
+static void freed_types(void)
+{
+    double sbuf[NVEC * VEXT], rbuf[NVEC * VEXT];
+    MPI_Datatype vec;
+    MPI_Request rq[2];
+
+    CHECK_MPI(MPI_Type_vector(VCOUNT, VBLOCK, VSTRIDE, MPI_DOUBLE, &vec));
+    CHECK_MPI(MPI_Type_commit(&vec));
+    for (int i = 0; i < NVEC * VEXT; i++) {
+        sbuf[i] = dval(rank, i);
+        rbuf[i] = SENTINEL;
+    }
+    CHECK_MPI(MPI_Irecv(rbuf, NVEC, vec, left, 30, MPI_COMM_WORLD, &rq[0]));
+    CHECK_MPI(MPI_Type_free(&vec));
+    CHECK_MPI(MPI_Type_vector(VCOUNT, VBLOCK, VSTRIDE, MPI_DOUBLE, &vec));
+    CHECK_MPI(MPI_Type_commit(&vec));
+    CHECK_MPI(MPI_Send(sbuf, NVEC, vec, right, 30, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Wait(&rq[0], MPI_STATUS_IGNORE));
+    for (int i = 0; i < NVEC * VEXT; i++)
+        CHECK(rbuf[i] == (in_vector(i) ? dval(left, i) : SENTINEL), "freed type, Irecv: rbuf[%d] = %g", i,
+              rbuf[i]);
+
+    CHECK_MPI(MPI_Send_init(sbuf, NVEC, vec, right, 31, MPI_COMM_WORLD, &rq[0]));
+    CHECK_MPI(MPI_Recv_init(rbuf, NVEC, vec, left, 31, MPI_COMM_WORLD, &rq[1]));
+    CHECK_MPI(MPI_Type_free(&vec));
+    for (int round = 0; round < 2; round++) {
+        for (int i = 0; i < NVEC * VEXT; i++) {
+            sbuf[i] = dval(rank, i) + 100000.0 * round;
+            rbuf[i] = SENTINEL;
+        }
+        CHECK_MPI(MPI_Startall(2, rq));
+        CHECK_MPI(MPI_Waitall(2, rq, MPI_STATUSES_IGNORE));
+        for (int i = 0; i < NVEC * VEXT; i++)
+            CHECK(rbuf[i] == (in_vector(i) ? dval(left, i) + 100000.0 * round : SENTINEL),
+                  "freed type, persistent round %d: rbuf[%d] = %g", round, i, rbuf[i]);
+    }
+    CHECK_MPI(MPI_Request_free(&rq[0]));
+    CHECK_MPI(MPI_Request_free(&rq[1]));
+}
+
 /* MPI_BOTTOM with a struct type of absolute addresses, both ways: an int
  * and a double of separate variables, sent and received in place; then a
  * receive of an int alone into the same type (a partial element). */
@@ -257,6 +303,7 @@ int main(int argc, char **argv)
     vectors();
     structs();
     bottom();
+    freed_types();
 
     test_finish("p2p_datatype");
     return 0;
