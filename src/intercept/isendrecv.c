@@ -82,7 +82,7 @@ static void pair_release(msh_request *r)
 static int pair_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     pair_release(r);
-    return msh_req_retire(r, handle, status);
+    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
 }
 
 static int pair_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)

@@ -93,8 +93,9 @@ static int fwd_mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message
         }                                                                                                   \
     } while (0)
 
-/* Blocking = nonblocking + shim wait, unless the post finished it. */
-static int wait_one(int rc, MPI_Request *req, MPI_Status *status, const msh_blocking *now)
+/* Blocking = nonblocking + shim wait, unless the post finished it. by: as
+ * the host raises errors found at completion in this call. */
+static int wait_one_by(int rc, MPI_Request *req, MPI_Status *status, const msh_blocking *now, msh_raise_by by)
 {
     if (rc != MPI_SUCCESS || (now && now->done))
         return rc;
@@ -102,7 +103,13 @@ static int wait_one(int rc, MPI_Request *req, MPI_Status *status, const msh_bloc
     if (!r)
         return MPI_Wait(req, status); /* made on the solo path */
     msh_req_wait_complete(r);
-    return msh_req_retire(r, req, status);
+    return msh_req_retire(r, req, status, by);
+}
+
+/* For a call that names its communicator. */
+static int wait_one(int rc, MPI_Request *req, MPI_Status *status, const msh_blocking *now)
+{
+    return wait_one_by(rc, req, status, now, MSH_RAISE_COMM);
 }
 
 /* A blocking send to or receive from MPI_PROC_NULL completes at once and
@@ -362,7 +369,7 @@ static int mrecv_call(void *buf, int count, MPI_Datatype dt, MPI_Message *messag
         return rc;
     }
     MPI_Request req;
-    return wait_one(MPI_Imrecv(buf, count, dt, message, &req), &req, status, NULL);
+    return wait_one_by(MPI_Imrecv(buf, count, dt, message, &req), &req, status, NULL, MSH_RAISE_REQUEST);
 }
 
 MSH_EXPORT int MPI_Mrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)

@@ -35,12 +35,34 @@ static inline int host_writes_success(const msh_completion *c, int null_entry)
 #endif
 }
 
+/* A retiring call's raising of transport errors: how (msh_raise_by), and
+ * whether it has raised one already (a call raises at most once). */
+typedef struct {
+    msh_raise_by by;
+    int done;
+} raise_state;
+
+static void raise_own(raise_state *rs, MPI_Comm comm, int err)
+{
+    if (rs->done)
+        return;
+    rs->done = 1;
+#if defined(MPICH)
+    if (rs->by != MSH_RAISE_COMM) {
+        comm = MPI_COMM_WORLD;
+        if (rs->by == MSH_RAISE_ARRAY)
+            err = MPI_ERR_IN_STATUS;
+    }
+#endif
+    msh_comm_error(comm, err);
+}
+
 /* Retiring many requests takes each VCI's lock once per run of requests
  * on that VCI, not once per request: *held is the VCI locked so far.
  * The state moves from COMPLETE first, so that a request is retired once
  * even if two threads wait on it (an erroneous program): the loser gets
  * MPI_ERR_REQUEST and the request never enters a cache twice. */
-static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held)
+static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held, raise_state *rs)
 {
     int from = MSH_REQ_COMPLETE;
     if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from,
@@ -53,11 +75,11 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         /* A transport's own error: this call raises it, with no lock held
          * (the handler may call MPI). */
         r->q.own_error = 0;
-        if (*held) {
+        if (*held && !rs->done) {
             msh_vci_unlock(*held);
             *held = NULL;
         }
-        msh_comm_error(r->q.comm, err);
+        raise_own(rs, r->q.comm, err);
     }
     if (r->persistent)
         return err;
@@ -79,10 +101,11 @@ static void release_held(msh_vci *held)
         msh_vci_unlock(held);
 }
 
-int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_raise_by by)
 {
     msh_vci *held = NULL;
-    int err = retire_held(r, handle, status, &held);
+    raise_state rs = { by, 0 };
+    int err = retire_held(r, handle, status, &held, &rs);
     release_held(held);
     return err;
 }
@@ -161,7 +184,7 @@ int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
     MPI_Request h;
     msh_post_commit(v, r, MSH_KIND_COLL, MPI_SUCCESS, &h);
     msh_req_wait_complete(r);
-    return msh_req_retire(r, &h, status);
+    return msh_req_retire(r, &h, status, MSH_RAISE_COMM);
 }
 
 /* ------------------------------------------------------------ lifecycle */
@@ -676,6 +699,7 @@ static void retire_all(int n, MPI_Request reqs[], const msh_completion *c, const
         reqs[h->pos[k]] = h->req[k];
     int hk = 0;
     msh_vci *held = NULL;
+    raise_state rs = { MSH_RAISE_ARRAY, h->rc != MPI_SUCCESS }; /* the host raised its own */
     for (int i = 0; i < n; i++) {
         MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
         msh_request *r = msh_req_of(reqs[i]);
@@ -685,7 +709,7 @@ static void retire_all(int n, MPI_Request reqs[], const msh_completion *c, const
             e = h->rc == MPI_ERR_IN_STATUS ? h->st[hk].MPI_ERROR : MPI_SUCCESS;
             hk++;
         } else if (r && msh_req_done(r)) {
-            e = retire_held(r, &reqs[i], sp, &held);
+            e = retire_held(r, &reqs[i], sp, &held, &rs);
         } else {
             null_entry = !r;
             msh_empty_status(sp);
@@ -725,18 +749,19 @@ static int retire_any(int n, MPI_Request reqs[], int *index, MPI_Status *status,
     while (pick < n && !(msh_req_of(reqs[pick]) && msh_req_done(msh_req_of(reqs[pick]))))
         pick++;
     *index = pick;
-    return msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], status);
+    return msh_req_retire(msh_req_of(reqs[pick]), &reqs[pick], status, MSH_RAISE_REQUEST);
 }
 
 static void retire_some(int n, MPI_Request reqs[], const msh_completion *c, const host_part *h, int err_in_status)
 {
     int out = 0;
     msh_vci *held = NULL;
+    raise_state rs = { MSH_RAISE_ARRAY, h->rc != MPI_SUCCESS };
     for (int i = 0; i < n; i++) {
         msh_request *r = msh_req_of(reqs[i]);
         if (r && msh_req_done(r)) {
             MPI_Status *sp = c->statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &c->statuses[out];
-            int e = retire_held(r, &reqs[i], sp, &held);
+            int e = retire_held(r, &reqs[i], sp, &held, &rs);
             if ((err_in_status || host_writes_success(c, 0)) && sp != MPI_STATUS_IGNORE)
                 sp->MPI_ERROR = e;
             c->indices[out++] = i;
@@ -833,11 +858,12 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
     for (int i = 0; i < n && !err_in_status; i++)
         err_in_status = rv[i] && rv[i]->status.MPI_ERROR != MPI_SUCCESS;
     msh_vci *held = NULL;
+    raise_state rs = { MSH_RAISE_ARRAY, 0 };
     for (int i = 0; i < n; i++) {
         MPI_Status *sp = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
         int e = MPI_SUCCESS;
         if (rv[i])
-            e = retire_held(rv[i], &reqs[i], sp, &held);
+            e = retire_held(rv[i], &reqs[i], sp, &held, &rs);
         else
             msh_empty_status(sp);
         if ((err_in_status || host_writes_success(c, !rv[i])) && sp != MPI_STATUS_IGNORE)
@@ -870,7 +896,7 @@ int msh_complete(int n, MPI_Request reqs[], const msh_completion *c)
 static int host_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     msh_req_wait_complete(r);
-    return msh_req_retire(r, handle, status);
+    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
 }
 
 static int host_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
@@ -883,7 +909,7 @@ static int host_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status 
         }
     }
     *flag = 1;
-    return msh_req_retire(r, handle, status);
+    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
 }
 
 static int host_get_status(msh_request *r, int *flag, MPI_Status *status)

@@ -57,11 +57,21 @@ static inline int msh_req_done(const msh_request *r)
     return atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_COMPLETE;
 }
 
+/* Which call retires a request, for where a transport's own error
+ * (msh_tp_done.own_error) is raised: where the host raises its own, once
+ * per call. A call that names the communicator (MPI_Recv, MPI_Sendrecv)
+ * raises on it. A completion call (MPI_Wait*, MPI_Test*, and MPI_Mrecv,
+ * which names none) raises on Open MPI 4.1 on the request's communicator
+ * with the request's class; on MPICH 4.0 on MPI_COMM_WORLD, with
+ * MPI_ERR_IN_STATUS from the calls that complete all or some
+ * (tests/mpi/errors.c measured both). */
+typedef enum { MSH_RAISE_COMM, MSH_RAISE_REQUEST, MSH_RAISE_ARRAY } msh_raise_by;
+
 /* Hand a completed request's outcome to the user: copy the status (not its
  * MPI_ERROR), then recycle it (or make a persistent one inactive). *handle
  * becomes MPI_REQUEST_NULL unless persistent. Returns the request's error
  * code, or MPI_ERR_REQUEST if another thread retired it first. */
-int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status);
+int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_raise_by by);
 
 /* ------------------------------------------------------------ posting */
 

@@ -283,7 +283,7 @@ static void wait_check(msh_request *r, MPI_Request *h, int peer, int tag, int wa
 {
     MPI_Status st;
     msh_req_wait_complete(r);
-    int rc = msh_req_retire(r, h, &st);
+    int rc = msh_req_retire(r, h, &st, MSH_RAISE_REQUEST);
     EXPECT(rc == want_rc);
     EXPECT(st.MPI_SOURCE == peer && st.MPI_TAG == tag);
     atomic_fetch_add(&ops_done, 1);
@@ -344,7 +344,7 @@ static void *worker(void *arg)
             EXPECT(msh_req_cancel(r) == MPI_SUCCESS || msh_req_done(r));
             MPI_Status st;
             msh_req_wait_complete(r);
-            int rc = msh_req_retire(r, &h, &st);
+            int rc = msh_req_retire(r, &h, &st, MSH_RAISE_REQUEST);
             EXPECT(rc == MPI_SUCCESS || rc == MPI_ERR_OTHER);
             EXPECT(st.MPI_TAG == tag);
             atomic_fetch_add(&ops_done, 1);
