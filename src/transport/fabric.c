@@ -1105,7 +1105,7 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
                     : peek(f, r, fc, source, tag, message != NULL, flag);
     set_tracked(f);
     if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE) {
-        int err = status->MPI_ERROR; /* a probe leaves it, as the hosts do */
+        int err = msh_lane_probe_error(status->MPI_ERROR, message != NULL);
         *status = r->b.status;
         status->MPI_ERROR = err;
     }

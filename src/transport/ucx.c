@@ -596,7 +596,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
     if (!m)
         return MPI_SUCCESS;
     if (status != MPI_STATUS_IGNORE) {
-        int err = status->MPI_ERROR; /* a probe leaves it, as the hosts do */
+        int err = msh_lane_probe_error(status->MPI_ERROR, message != NULL);
         memset(status, 0, sizeof *status);
         status->MPI_ERROR = err;
         status->MPI_SOURCE = (int)((info.sender_tag & SRC_MASK) >> SRC_SHIFT);
