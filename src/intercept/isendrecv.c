@@ -3,12 +3,15 @@
  *
  * The receive and the send each take the route a plain receive or send with
  * the same peer and tag takes (under a spreading map they may be different
- * internal duplicates), so they meet the program's other calls. The two host
- * requests belong to one shim request of kind MSH_KIND_PAIR, polled by its
+ * internal duplicates), so they meet the program's other calls. The two
+ * requests (the host's; or the engine's, posted like MPI_Irecv and
+ * MPI_Isend, where a lane may carry the communicator and the counts fit an
+ * int) belong to one shim request of kind MSH_KIND_PAIR, polled by its
  * waiters like a partitioned one (sync/request.h): complete when both are,
  * with the receive's status (MPI_ERROR: the receive's error, else the
  * send's). The replace form sends from a packed copy of the buffer, so that
  * the receive can land in it. */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +22,7 @@
 #if MPI_VERSION >= 4
 
 typedef struct pair {
-    MPI_Request rq, sq; /* host requests: MPI_REQUEST_NULL once complete */
+    MPI_Request rq, sq; /* host or engine requests: MPI_REQUEST_NULL once complete */
     MPI_Status rst;
     int send_err;
     void *tmp;          /* the replace form's packed send data */
@@ -31,6 +34,41 @@ static pair *pair_of(msh_request *r)
     return r->ext;
 }
 
+/* A part of a pair, the host's request or the engine's. */
+static int part_test(MPI_Request *h, int *flag, MPI_Status *st)
+{
+    msh_request *q = msh_req_of(*h);
+    if (q)
+        return msh_req_ops_of(q)->test(q, h, flag, st);
+    int locked = msh_host_enter();
+    int rc = PMPI_Test(h, flag, st);
+    msh_host_exit(locked);
+    return rc;
+}
+
+static int part_cancel(MPI_Request *h)
+{
+    msh_request *q = msh_req_of(*h);
+    if (q)
+        return msh_req_ops_of(q)->cancel(q);
+    int locked = msh_host_enter();
+    int rc = PMPI_Cancel(h);
+    msh_host_exit(locked);
+    return rc;
+}
+
+static void part_free(MPI_Request *h)
+{
+    msh_request *q = msh_req_of(*h);
+    if (q) {
+        msh_req_ops_of(q)->free(q, h);
+        return;
+    }
+    int locked = msh_host_enter();
+    PMPI_Request_free(h);
+    msh_host_exit(locked);
+}
+
 /* Test what is still pending; 1 once both are complete (r then is). */
 static int pair_progress(msh_request *r, int blocking)
 {
@@ -38,10 +76,9 @@ static int pair_progress(msh_request *r, int blocking)
     if (atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING)
         return 1;
     pair *p = pair_of(r);
-    int locked = msh_host_enter();
     if (p->rq != MPI_REQUEST_NULL) {
         int f = 0;
-        int rc = PMPI_Test(&p->rq, &f, &p->rst);
+        int rc = part_test(&p->rq, &f, &p->rst);
         if (rc != MPI_SUCCESS) {
             p->rst.MPI_ERROR = rc;
             p->rq = MPI_REQUEST_NULL;
@@ -51,13 +88,12 @@ static int pair_progress(msh_request *r, int blocking)
     }
     if (p->sq != MPI_REQUEST_NULL) {
         int f = 0;
-        int rc = PMPI_Test(&p->sq, &f, MPI_STATUS_IGNORE);
+        int rc = part_test(&p->sq, &f, MPI_STATUS_IGNORE);
         if (rc != MPI_SUCCESS) {
             p->send_err = rc;
             p->sq = MPI_REQUEST_NULL;
         }
     }
-    msh_host_exit(locked);
     if (p->rq != MPI_REQUEST_NULL || p->sq != MPI_REQUEST_NULL)
         return 0;
     r->status = p->rst;
@@ -120,18 +156,16 @@ static int pair_free(msh_request *r, MPI_Request *handle)
 {
     pair *p = pair_of(r);
     if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING) {
-        int locked = msh_host_enter();
         if (p->rq != MPI_REQUEST_NULL)
-            PMPI_Request_free(&p->rq);
+            part_free(&p->rq);
         if (p->sq != MPI_REQUEST_NULL) {
             int f = 0;
-            PMPI_Test(&p->sq, &f, MPI_STATUS_IGNORE);
+            part_test(&p->sq, &f, MPI_STATUS_IGNORE);
             if (!f) {
-                PMPI_Request_free(&p->sq);
+                part_free(&p->sq);
                 p->tmp = NULL;
             }
         }
-        msh_host_exit(locked);
         atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
     }
     MPI_Status ignored;
@@ -145,12 +179,9 @@ static int pair_free(msh_request *r, MPI_Request *handle)
 static int pair_cancel(msh_request *r)
 {
     pair *p = pair_of(r);
-    int rc = MPI_SUCCESS;
-    int locked = msh_host_enter();
     if (atomic_load_explicit(&r->state, memory_order_acquire) == MSH_REQ_PENDING && p->rq != MPI_REQUEST_NULL)
-        rc = PMPI_Cancel(&p->rq);
-    msh_host_exit(locked);
-    return rc;
+        return part_cancel(&p->rq);
+    return MPI_SUCCESS;
 }
 
 static MPI_Comm pair_comm(msh_request *r)
@@ -170,6 +201,28 @@ const msh_req_ops msh_pair_req_ops = {
     .error_comm = pair_comm,
 };
 
+/* The receive, then the send, through the engine: the communicator may
+ * be a lane's, which the host's calls would miss. */
+static int post_engine(pair *p, const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                       void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag, MPI_Comm comm)
+{
+    int rc = msh_post_recv(0, recvbuf, recvcount, recvtype, source, recvtag, comm, &p->rq, NULL);
+    if (rc != MPI_SUCCESS)
+        return rc;
+    rc = msh_post_send(MSH_TP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &p->sq, NULL);
+    if (rc != MPI_SUCCESS) {
+        part_cancel(&p->rq);
+        for (int f = 0; !f && part_test(&p->rq, &f, MPI_STATUS_IGNORE) == MPI_SUCCESS;)
+            msh_idle();
+    }
+    return rc;
+}
+
+static inline int fits_int(MPI_Count c)
+{
+    return c >= 0 && c <= INT_MAX;
+}
+
 /* The receive, then the send, each on its route, owned by one request. */
 static int post_pair(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                      void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag,
@@ -185,6 +238,28 @@ static int post_pair(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
     p->tmp = tmp;
     p->comm = comm;
     p->sq = p->rq = MPI_REQUEST_NULL;
+    if (!msh_tp_direct && fits_int(sendcount) && fits_int(recvcount)) {
+        rc = post_engine(p, sendbuf, (int)sendcount, sendtype, dest, sendtag, recvbuf, (int)recvcount, recvtype,
+                         source, recvtag, comm);
+        msh_request *r = rc == MPI_SUCCESS ? msh_post_begin(rr.vci) : NULL;
+        if (!r) {
+            if (rc == MPI_SUCCESS) { /* no memory: the parts finish on their own */
+                part_free(&p->rq);
+                part_free(&p->sq);
+                p->tmp = NULL;
+                rc = msh_comm_error(comm, MPI_ERR_NO_MEM);
+            }
+            free_pair(p);
+            return rc;
+        }
+        r->kind = MSH_KIND_PAIR;
+        r->ext = p;
+        r->host = MPI_REQUEST_NULL;
+        atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
+        msh_vci_unlock(rr.vci);
+        *req = msh_req_handle(r);
+        return MPI_SUCCESS;
+    }
     MPI_Comm sc = msh_send_route_comm(comm, dest, sendtag);
     if (MSH_UNLIKELY(msh_queue_on))
         msh_queue_drain_all(); /* the send must not overtake queued ones */

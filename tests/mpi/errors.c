@@ -214,12 +214,25 @@ static void user_handler(void)
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     CHECK_MPI(MPI_Error_class(rc, &cls));
     CHECK(cls == MPI_ERR_IN_STATUS, "Waitall of two truncations returned class %d", cls);
+    /* MPICH 4.0 stops at the first failed request: the second is then
+     * MPI_ERR_PENDING, still active (the standard allows both). */
     for (int i = 0; i < 2; i++) {
         CHECK_MPI(MPI_Error_class(st2[i].MPI_ERROR, &cls));
-        CHECK(cls == MPI_ERR_TRUNCATE, "Waitall of two truncations: status %d has class %d", i, cls);
+        CHECK(cls == MPI_ERR_TRUNCATE || (i == 1 && cls == MPI_ERR_PENDING && rq[i] != MPI_REQUEST_NULL),
+              "Waitall of two truncations: status %d has class %d", i, cls);
+        CHECK((cls == MPI_ERR_PENDING) == (rq[i] != MPI_REQUEST_NULL),
+              "Waitall of two truncations: request %d is %s with class %d", i,
+              rq[i] == MPI_REQUEST_NULL ? "freed" : "not freed", cls);
     }
-    if (check_trunc) {
-        CHECK(calls == 1, "Waitall of two truncations: %d handler calls, expected 1", calls);
+    /* Through the host's own point-to-point under the shim, each failed
+     * request may call the handler by itself (Open MPI's Waitall is made of
+     * one MPI_Wait each, since its own can hang after a failure; MPICH's
+     * internal completion raises per poll): exactly once is checked raw and
+     * with a lane. */
+    int once = test_host_native() || (lane && strcmp(lane, "off") != 0);
+    if (check_trunc || test_host_native()) {
+        CHECK(once ? calls == 1 : calls >= 1, "Waitall of two truncations: %d handler calls, expected %s", calls,
+              once ? "1" : "1 or more");
         CHECK_MPI(MPI_Error_class(code, &cls));
 #if defined(MPICH)
         CHECK(cls == MPI_ERR_IN_STATUS, "Waitall of two truncations: handler got class %d", cls);
@@ -229,6 +242,10 @@ static void user_handler(void)
         CHECK_MPI(MPI_Comm_compare(hcomm, dup, &res));
         CHECK(res == MPI_IDENT, "Waitall of two truncations: handler got another communicator (compare %d)", res);
 #endif
+    }
+    if (rq[1] != MPI_REQUEST_NULL) {
+        CHECK_MPI(MPI_Error_class(MPI_Wait(&rq[1], &st2[1]), &cls));
+        CHECK(cls == MPI_ERR_TRUNCATE, "the pending second truncation: MPI_Wait returned class %d", cls);
     }
     CHECK_MPI(MPI_Waitall(2, sq2, MPI_STATUSES_IGNORE));
     CHECK_MPI(MPI_Errhandler_free(&eh2));

@@ -35,6 +35,46 @@ static void fill(int *b, int round)
         b[i] = rank * 1000 + round * 10 + i;
 }
 
+/* MPI_Cancel of an exchange whose receive nothing matches (nobody sends
+ * tag 60): the receive half is cancelled, the send half still goes, and
+ * the right neighbour takes it with a plain receive. Then MPI_Request_free
+ * of an active exchange: both halves still happen. The left neighbour's
+ * synchronous send of tag 63 completes only once the freed receive has
+ * matched it, so after the barrier no message is left over. */
+static void cancel_and_free(MPI_Comm comm, int right, int left)
+{
+    int sb[N], rb[N], got[N], ss[N];
+    static int freed_rb[N];
+    MPI_Status st;
+    MPI_Request q;
+
+    test_step = "cancel";
+    fill(sb, 5);
+    CHECK_MPI(MPI_Isendrecv(sb, N, MPI_INT, right, 61, rb, N, MPI_INT, left, 60, comm, &q));
+    CHECK_MPI(MPI_Recv(got, N, MPI_INT, left, 61, comm, &st));
+    check_buf(got, left, 5, &st, 61, "Recv of a cancelled exchange's send");
+    CHECK_MPI(MPI_Cancel(&q));
+    CHECK_MPI(MPI_Wait(&q, &st));
+    int cancelled = 0;
+    CHECK_MPI(MPI_Test_cancelled(&st, &cancelled));
+    CHECK(cancelled, "cancelled exchange: MPI_Test_cancelled is false");
+    CHECK(q == MPI_REQUEST_NULL, "cancelled exchange: MPI_Wait left the handle");
+
+    test_step = "free";
+    fill(sb, 6);
+    CHECK_MPI(MPI_Isendrecv(sb, N, MPI_INT, right, 62, freed_rb, N, MPI_INT, left, 63, comm, &q));
+    CHECK_MPI(MPI_Request_free(&q));
+    CHECK(q == MPI_REQUEST_NULL, "MPI_Request_free left the exchange's handle");
+    fill(ss, 7);
+    CHECK_MPI(MPI_Ssend(ss, N, MPI_INT, right, 63, comm));
+    CHECK_MPI(MPI_Recv(got, N, MPI_INT, left, 62, comm, &st));
+    check_buf(got, left, 6, &st, 62, "Recv of a freed exchange's send");
+    CHECK_MPI(MPI_Barrier(comm));
+    int left_over = 1;
+    CHECK_MPI(MPI_Iprobe(left, 63, comm, &left_over, &st)); /* no wildcards: the testlist's maps refuse them */
+    CHECK(!left_over, "the freed exchange's receive left its message unmatched");
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -89,6 +129,14 @@ int main(int argc, char **argv)
             break;
         }
     }
+
+    if (TEST_HOST_MPICH40 && test_host_native() &&
+        test_known_deviation("MPI_Cancel and MPI_Request_free of an MPI_Isendrecv request abort "
+                             "(unknown type of request)",
+                             "MPICH 4.0.2, observed raw"))
+        ; /* the exchanges below could not be finished */
+    else
+        cancel_and_free(comm, right, left);
     CHECK_MPI(MPI_Comm_free(&comm));
     test_finish("p2p_isendrecv");
     return 0;
