@@ -963,7 +963,7 @@ static int fab_poll(msh_tp *tp, const msh_tp_done **done)
 {
     fab_tp *f = fab_of(tp);
     const msh_tp_done *hd = NULL;
-    int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
+    int nh = msh_lane_host_poll(&f->q, f->host, &hd);
     progress(f);
     int n = msh_lane_poll(&f->q, hd, nh, done, tp->idx);
     set_tracked(f);
@@ -1225,6 +1225,7 @@ static void fab_close(msh_tp *tp)
         fi_close(&f->av->fid);
         fi_close(&f->dom->fid);
     }
+    msh_lane_q_close(&f->q);
     msh_tp_close(f->host);
 }
 

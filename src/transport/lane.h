@@ -216,12 +216,15 @@ typedef struct msh_lane_q {
     int ndone, capdone;
     msh_tp_done *out;                /* what poll returns */
     int capout;
+    unsigned host_quiet;             /* polls since the host was last called */
+    MPI_Request poke;                /* msh_lane_poke_host's, made on first use */
 } msh_lane_q;
 
 static inline void msh_lane_q_init(msh_lane_q *q, size_t size, void (*drop)(msh_lane_req *r))
 {
     memset(q, 0, sizeof *q);
     q->free_head = -1;
+    q->poke = MPI_REQUEST_NULL;
     q->size = size;
     q->drop = drop;
 }
@@ -240,6 +243,24 @@ void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci);
 /* Report r's completion through poll with ctx from now on (at once if it
  * is done already). */
 int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx);
+/* The progress rule: a thread waiting on a lane must also move what the
+ * host carries (a partitioned channel's transfers, one-sided operations,
+ * the program's own host requests), which the host moves only inside its
+ * calls. A lane's poll calls the host's when the host tracks requests of
+ * its VCI, and otherwise pokes the host's progress every
+ * MSH_LANE_POKE_POLLS polls. */
+#define MSH_LANE_POKE_POLLS 32
+void msh_lane_poke_host(msh_lane_q *q);
+static inline int msh_lane_host_poll(msh_lane_q *q, msh_tp *host, const msh_tp_done **hd)
+{
+    if (host->ntracked)
+        return msh_tp_poll(host, hd);
+    if (++q->host_quiet % MSH_LANE_POKE_POLLS == 0)
+        msh_lane_poke_host(q);
+    return 0;
+}
+/* At the lane's close, before the host finalizes. */
+void msh_lane_q_close(msh_lane_q *q);
 /* The host's nh completions hd, then the lane's: *done is q's array. */
 int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_done **done, int vci);
 /* The context of the k-th tracked request of the lane, oldest first. */

@@ -544,7 +544,7 @@ static int ux_poll(msh_tp *tp, const msh_tp_done **done)
 {
     ux_tp *f = ux_of(tp);
     const msh_tp_done *hd = NULL;
-    int nh = f->host->ntracked ? msh_tp_poll(f->host, &hd) : 0;
+    int nh = msh_lane_host_poll(&f->q, f->host, &hd);
     progress(f);
     int n = msh_lane_poll(&f->q, hd, nh, done, tp->idx);
     set_tracked(f);
@@ -714,6 +714,7 @@ static void ux_close(msh_tp *tp)
         job.worker_destroy(f->w);
         f->closed = 1;
     }
+    msh_lane_q_close(&f->q);
     msh_tp_close(f->host);
 }
 
