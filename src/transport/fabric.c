@@ -120,6 +120,12 @@ static const char *load(void)
      * unless told not to; the host's crash reports must stay the host's. */
     setenv("IPATH_NO_BACKTRACE", "1", 0);
     setenv("HFI_NO_BACKTRACE", "1", 0);
+    /* ofi_rxm over tcp places an eager message straight into the posted
+     * buffer ("dynamic receive buffers"); in libfabric 1.17 a message longer
+     * than that buffer (an MPI truncation) makes tcp fail the receive and
+     * drop the connection, and the messages behind it never come. Through
+     * rxm's own buffers the message is cut and reported (FI_ETRUNC). */
+    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
     job.lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!job.lib)
         return "cannot load libfabric.so.1";
@@ -314,22 +320,23 @@ static inline fab_req *req_of(fab_tp *f, msh_tp_req t) { return (fab_req *)msh_l
 
 static inline void finish(fab_tp *f, fab_req *r) { msh_lane_finish(&f->q, &r->b, f->base.idx); }
 
-/* A receive's count and error, its data unpacked (derived types). */
-static void recv_bytes(fab_req *r, size_t len, int err)
+/* A receive's count and error, its data unpacked (derived types): len
+ * bytes arrived of a message of whole bytes (more when truncated). */
+static void recv_bytes(fab_req *r, size_t len, size_t whole, int err)
 {
     MPI_Status *st = &r->b.status;
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
-    msh_lane_set_bytes(st, len);
+    msh_lane_set_bytes(st, err == MPI_ERR_TRUNCATE ? msh_lane_trunc_bytes(len, whole) : len);
     if (r->b.tmp && len > 0)
         msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
 }
 
-static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
+static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, size_t whole, int err)
 {
     r->b.status.MPI_SOURCE = (int)(uint32_t)data;
     r->b.status.MPI_TAG = (int)(tag & TAG_LOW);
-    recv_bytes(r, len, err);
+    recv_bytes(r, len, whole, err);
 }
 
 static int read_cq(fab_tp *f);
@@ -434,7 +441,7 @@ static void bulk_done(fab_req *r)
         free(r->scratch);
         r->scratch = NULL;
     }
-    recv_bytes(r, len, err);
+    recv_bytes(r, len, r->bulk_len, err);
 }
 
 static fab_held **held_find(fab_tp *f, const fab_comm *fc, int source, int tag)
@@ -496,7 +503,7 @@ static void deliver_held(fab_tp *f, fab_req *r, fab_held *h)
     } else {
         int err = MPI_SUCCESS;
         size_t len = cut_into(r, h->bytes, h->len, &err);
-        recv_status(r, h->tag, h->data, len, err);
+        recv_status(r, h->tag, h->data, len, h->len, err);
         if (SYNC_SEQ(h->data))
             send_ack(f, r->fc, (int)(uint32_t)h->data, h->data);
     }
@@ -505,7 +512,9 @@ static void deliver_held(fab_tp *f, fab_req *r, fab_held *h)
         finish(f, r);
 }
 
-static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, int err)
+/* A receive's message came: len bytes of whole (more when the provider
+ * truncated it). */
+static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t len, size_t whole, int err)
 {
     if (job.nopeek && (data & DATA_HDR) && err == MPI_SUCCESS) {
         uint64_t blen;
@@ -517,7 +526,7 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
     }
     if (r->rbuf == r->hdr) /* a buffer under HDR_LEN bytes, without FI_PEEK */
         len = cut_into(r, r->hdr, len, &err);
-    recv_status(r, tag, data, len, err);
+    recv_status(r, tag, data, len, whole, err);
     if (SYNC_SEQ(data))
         send_ack(f, r->fc, (int)(uint32_t)data, data);
 }
@@ -542,7 +551,7 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
         return;
     }
     if (c->which == CTX_MAIN && r->op == OP_RECV)
-        on_recv(f, r, e->tag, e->data, e->len, MPI_SUCCESS);
+        on_recv(f, r, e->tag, e->data, e->len, e->len, MPI_SUCCESS);
     else if (c->which == CTX_BULK && r->op == OP_RECV)
         bulk_done(r);
     if (--r->pending == 0)
@@ -564,8 +573,10 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
         r->b.status.MPI_ERROR = MPI_SUCCESS;
         PMPI_Status_set_cancelled(&r->b.status, 1);
     } else if (r->op == OP_RECV && c->which == CTX_MAIN) {
-        /* Truncated: the buffer is full (len may say 0). */
-        on_recv(f, r, e->tag, e->data, e->err == FI_ETRUNC ? r->len : e->len,
+        /* Truncated: the buffer is full (len may say 0), olen bytes more
+         * did not fit. */
+        size_t len = e->err == FI_ETRUNC ? r->len : e->len;
+        on_recv(f, r, e->tag, e->data, len, len + (e->err == FI_ETRUNC ? e->olen : 0),
                 e->err == FI_ETRUNC ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
     } else {
         r->b.status.MPI_ERROR = MPI_ERR_OTHER;
