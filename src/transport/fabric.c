@@ -120,12 +120,6 @@ static const char *load(void)
      * unless told not to; the host's crash reports must stay the host's. */
     setenv("IPATH_NO_BACKTRACE", "1", 0);
     setenv("HFI_NO_BACKTRACE", "1", 0);
-    /* ofi_rxm over tcp places an eager message straight into the posted
-     * buffer ("dynamic receive buffers"); in libfabric 1.17 a message longer
-     * than that buffer (an MPI truncation) makes tcp fail the receive and
-     * drop the connection, and the messages behind it never come. Through
-     * rxm's own buffers the message is cut and reported (FI_ETRUNC). */
-    setenv("FI_OFI_RXM_ENABLE_DYN_RBUF", "0", 0);
     job.lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!job.lib)
         return "cannot load libfabric.so.1";
