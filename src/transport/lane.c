@@ -181,15 +181,8 @@ static int from_bottom(void **buf, int *count, MPI_Datatype *dt, MPI_Datatype *s
     return MPI_SUCCESS;
 }
 
-int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
-                   size_t *len)
+int msh_lane_bytes_packed(int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf, size_t *len)
 {
-    int tsize = 0;
-    if (msh_lane_named_size(n, dt, &tsize)) {
-        *buf = ubuf;
-        *len = (size_t)count * (size_t)tsize;
-        return MPI_SUCCESS;
-    }
     int psize = 0, pos = 0;
     if (PMPI_Pack_size(count, dt, MPI_COMM_WORLD, &psize) != MPI_SUCCESS)
         return MPI_ERR_TYPE;
@@ -213,11 +206,8 @@ int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datat
     return MPI_SUCCESS;
 }
 
-MPI_Datatype msh_lane_keep_type(msh_lane_named *n, msh_lane_req *r, MPI_Datatype dt)
+MPI_Datatype msh_lane_keep_derived(msh_lane_req *r, MPI_Datatype dt)
 {
-    int size;
-    if (msh_lane_named_size(n, dt, &size))
-        return dt;
     if (r->has_kept) {
         PMPI_Type_free(&r->kept);
         r->has_kept = 0;
@@ -344,8 +334,10 @@ void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r)
     q->slots[r->slot] = NULL;
     q->free_next[r->slot] = q->free_head;
     q->free_head = r->slot;
-    free(r->tmp);
-    r->tmp = NULL;
+    if (r->tmp) {
+        free(r->tmp);
+        r->tmp = NULL;
+    }
     if (r->has_kept) {
         PMPI_Type_free(&r->kept);
         r->has_kept = 0;
@@ -381,8 +373,10 @@ static void retire(msh_lane_q *q, msh_lane_req *r)
 void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
 {
     r->active = 0;
-    free(r->tmp);
-    r->tmp = NULL;
+    if (r->tmp) {
+        free(r->tmp);
+        r->tmp = NULL;
+    }
     if (r->orphan) {
         msh_lane_req_free(q, r);
     } else if (r->tracked) {

@@ -139,14 +139,29 @@ static inline int msh_lane_named_size(msh_lane_named *n, MPI_Datatype dt, int *s
 /* The bytes of an operation on count dt at ubuf: the buffer itself for a
  * named type, else a packed copy (send) or room to unpack from (receive)
  * in *tmp, which the caller frees. */
-int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf,
-                   size_t *len);
+int msh_lane_bytes_packed(int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf, size_t *len);
+static inline int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp,
+                                 void **buf, size_t *len)
+{
+    int tsize = 0;
+    if (MSH_LIKELY(msh_lane_named_size(n, dt, &tsize))) {
+        *buf = ubuf;
+        *len = (size_t)count * (size_t)tsize;
+        return MPI_SUCCESS;
+    }
+    return msh_lane_bytes_packed(send, ubuf, count, dt, tmp, buf, len);
+}
 /* The datatype r works with: dt itself when it is named, else a
  * duplicate that r keeps until it is freed, since the program may free
  * dt while r lives (a persistent request starts again, a receive unpacks
  * when it completes). */
 struct msh_lane_req;
-MPI_Datatype msh_lane_keep_type(msh_lane_named *n, struct msh_lane_req *r, MPI_Datatype dt);
+MPI_Datatype msh_lane_keep_derived(struct msh_lane_req *r, MPI_Datatype dt);
+static inline MPI_Datatype msh_lane_keep_type(msh_lane_named *n, struct msh_lane_req *r, MPI_Datatype dt)
+{
+    int size;
+    return MSH_LIKELY(msh_lane_named_size(n, dt, &size)) ? dt : msh_lane_keep_derived(r, dt);
+}
 /* A buffered send's own copy of count dt at ubuf (packed for a derived
  * type): *copy, which the caller frees, of *len bytes. */
 int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len);

@@ -256,9 +256,7 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
         if (r->b.tmp && len > 0)
             msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
     }
-    free(r->b.tmp);
-    r->b.tmp = NULL;
-    finish(r->f, r);
+    finish(r->f, r); /* frees tmp */
 }
 
 /* A callback may run inside the call that posts (receives ask for that:
