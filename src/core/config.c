@@ -170,9 +170,10 @@ static const char *const docs[] = {
                        "it off for all); the lane's library is loaded only when it is not `off`, and a process "
                        "that cannot open it leaves every process on the host (said on stderr). Needs a host that "
                        "provides MPI_THREAD_MULTIPLE and a program that asks for it. Known limits: a truncated "
-                       "receive makes `tcp;ofi_rxm` drop the connection; a process blocked in a host call (a window or communicator constructor, `MPISHIM_COLL=host`) does "
-                       "not progress the lane, which can stall a peer; large-count calls with counts above INT_MAX "
-                       "still go to the host. A lane gains most with a communicator per thread (or the `no_any_tag` hint with "
+                       "receive makes `tcp;ofi_rxm` drop the connection; a process blocked in a host call (a "
+                       "window or communicator constructor, `MPISHIM_COLL=host`) does not progress the lane, which "
+                       "can stall a peer; large-count calls with counts above INT_MAX still go to the host. A lane "
+                       "gains most with a communicator per thread (or the `no_any_tag` hint with "
                        "`MPISHIM_MAP=tag`) and `MPISHIM_PROGRESS=vci`; threads sharing one communicator share its "
                        "VCI, where `MPISHIM_PROGRESS=combine` suits them best (figures in NEWS.md).",
 };
