@@ -223,6 +223,18 @@ static inline int fits_int(MPI_Count c)
     return c >= 0 && c <= INT_MAX;
 }
 
+/* r, from msh_post_begin on v (still locked), takes p's two parts. */
+static int own_pair(msh_vci *v, msh_request *r, pair *p, MPI_Request *req)
+{
+    r->kind = MSH_KIND_PAIR;
+    r->ext = p;
+    r->host = MPI_REQUEST_NULL;
+    atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
+    msh_vci_unlock(v);
+    *req = msh_req_handle(r);
+    return MPI_SUCCESS;
+}
+
 /* The receive, then the send, each on its route, owned by one request. */
 static int post_pair(const void *sendbuf, MPI_Count sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                      void *recvbuf, MPI_Count recvcount, MPI_Datatype recvtype, int source, int recvtag,
@@ -252,13 +264,7 @@ static int post_pair(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
             free_pair(p);
             return rc;
         }
-        r->kind = MSH_KIND_PAIR;
-        r->ext = p;
-        r->host = MPI_REQUEST_NULL;
-        atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
-        msh_vci_unlock(rr.vci);
-        *req = msh_req_handle(r);
-        return MPI_SUCCESS;
+        return own_pair(rr.vci, r, p, req);
     }
     MPI_Comm sc = msh_send_route_comm(comm, dest, sendtag);
     if (MSH_UNLIKELY(msh_queue_on))
@@ -282,13 +288,7 @@ static int post_pair(const void *sendbuf, MPI_Count sendcount, MPI_Datatype send
         free_pair(p);
         return rc;
     }
-    r->kind = MSH_KIND_PAIR;
-    r->ext = p;
-    r->host = MPI_REQUEST_NULL;
-    atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_release);
-    msh_vci_unlock(rr.vci);
-    *req = msh_req_handle(r);
-    return MPI_SUCCESS;
+    return own_pair(rr.vci, r, p, req);
 }
 
 static int isendrecv_replace(void *buf, MPI_Count count, MPI_Datatype dt, int dest, int sendtag, int source,
