@@ -332,16 +332,6 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
     return msh_probe(source, tag, comm, NULL, message, status);
 }
 
-/* A matched message carries no communicator: its receive goes on the
- * VCI whose transport holds it, or (the host's) the calling thread's. */
-static msh_vci *message_vci(MPI_Message m)
-{
-    int t = msh_tp_message_vci(m);
-    if (t < 0)
-        t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
-    return msh_vci_get(t);
-}
-
 MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
 {
     if (!msh_on())
@@ -351,12 +341,7 @@ MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *me
         msh_solo_exit();
         return rc;
     }
-    msh_vci *v = message_vci(*message);
-    msh_request *r = msh_post_begin(v);
-    if (!r)
-        return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-    int rc = msh_tp_post_matched(v->tp, buf, count, dt, message, &r->host);
-    return msh_post_commit(v, r, MSH_KIND_RECV, rc, req);
+    return msh_post_matched(buf, count, dt, message, req);
 }
 
 static int mrecv_call(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)

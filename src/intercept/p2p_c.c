@@ -1,16 +1,16 @@
 /* The MPI-4 large-count point-to-point calls (MPI_Send_c, MPI_Recv_c, ...).
  *
- * The shim's engine takes int counts, so these go to the host's own
- * large-count calls, but on the route the int-count calls with the same
- * communicator, peer and tag take: a message sent by either kind must meet
- * a receive of either kind, and two messages of one sender and tag must
- * not overtake each other (under a spreading map the route is one of the
- * communicator's internal duplicates). Queued posts are drained first, for
- * the same reason. Blocking calls are the nonblocking call plus
- * msh_host_wait, so that no thread blocks inside the host (with a
- * serialized host, one blocked there would hold the host lock).
- * Requests are the host's; the completion calls take them as they are. */
-#include <limits.h>
+ * On the host transport these go to the host's own large-count calls, but
+ * on the route the int-count calls with the same communicator, peer and
+ * tag take: a message sent by either kind must meet a receive of either
+ * kind, and two messages of one sender and tag must not overtake each
+ * other (under a spreading map the route is one of the communicator's
+ * internal duplicates). Queued posts are drained first, for the same
+ * reason. Blocking calls are the nonblocking call plus msh_host_wait, so
+ * that no thread blocks inside the host (with a serialized host, one
+ * blocked there would hold the host lock). Those requests are the host's;
+ * the completion calls take them as they are. Where a lane may carry the
+ * communicator, they go through the engine as the int-count calls do. */
 #include <stdlib.h>
 
 #include "intercept/pack.h"
@@ -64,13 +64,12 @@ static int recv_comm(MPI_Comm comm, int source, int tag, MPI_Comm *c)
     return MPI_SUCCESS;
 }
 
-/* Where a transport other than the host carries communicators (the
- * fabric), a count that fits an int goes through the engine like the
- * int-count calls, so that both kinds meet on one transport; larger ones
- * are not carried yet (the host's, on the route). */
+/* Where a transport other than the host carries communicators (a lane),
+ * these calls go through the engine like the int-count ones, so that both
+ * kinds meet on one transport (the engine's counts are MPI_Count). */
 static inline int engine_c(MPI_Count count)
 {
-    return !msh_tp_direct && count >= 0 && count <= INT_MAX;
+    return !msh_tp_direct && count >= 0;
 }
 
 /* Wait for a request of these calls: the engine's or the host's. */
@@ -84,7 +83,7 @@ static int post_send_c(c_mode m, int persistent, const void *buf, MPI_Count coun
                        int tag, MPI_Comm comm, MPI_Request *req)
 {
     if (engine_c(count))
-        return msh_post_send((msh_tp_mode)m, persistent, buf, (int)count, dt, dest, tag, comm, req, NULL);
+        return msh_post_send((msh_tp_mode)m, persistent, buf, count, dt, dest, tag, comm, req, NULL);
     MPI_Comm c = send_comm(comm, dest, tag);
     int locked = msh_host_enter();
     int rc = host_send_c(m, persistent, buf, count, dt, dest, tag, c, req);
@@ -132,7 +131,7 @@ static int post_recv_c(int persistent, void *buf, MPI_Count count, MPI_Datatype 
                        MPI_Comm comm, MPI_Request *req)
 {
     if (engine_c(count))
-        return msh_post_recv(persistent, buf, (int)count, dt, source, tag, comm, req, NULL);
+        return msh_post_recv(persistent, buf, count, dt, source, tag, comm, req, NULL);
     MPI_Comm c;
     int rc = recv_comm(comm, source, tag, &c);
     if (rc != MPI_SUCCESS)
@@ -241,26 +240,28 @@ MSH_EXPORT int MPI_Sendrecv_replace_c(void *buf, MPI_Count count, MPI_Datatype d
                           status);
 }
 
-/* Matched receives: a message the fabric transport holds goes to the
- * engine (with a count that fits an int), any other to the host's call as
- * it is (its probe matched it on its route already). */
-static inline int engine_message(const MPI_Message *message, MPI_Count count)
+/* Matched receives: a message a lane holds goes to the engine, any other
+ * to the host's call as it is (its probe matched it on its route
+ * already). */
+static inline int engine_message(const MPI_Message *message)
 {
-    return msh_on() && count >= 0 && count <= INT_MAX && msh_tp_message_vci(*message) >= 0;
+    return msh_on() && msh_tp_message_vci(*message) >= 0;
 }
 
 MSH_EXPORT int MPI_Imrecv_c(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
 {
-    if (engine_message(message, count))
-        return MPI_Imrecv(buf, (int)count, dt, message, req);
+    if (engine_message(message))
+        return msh_post_matched(buf, count, dt, message, req);
     return PMPI_Imrecv_c(buf, count, dt, message, req);
 }
 
 MSH_EXPORT int MPI_Mrecv_c(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message, MPI_Status *status)
 {
-    if (engine_message(message, count))
-        return MPI_Mrecv(buf, (int)count, dt, message, status);
-    return PMPI_Mrecv_c(buf, count, dt, message, status);
+    if (!engine_message(message))
+        return PMPI_Mrecv_c(buf, count, dt, message, status);
+    MPI_Request q;
+    int rc = msh_post_matched(buf, count, dt, message, &q);
+    return rc == MPI_SUCCESS ? MPI_Wait(&q, status) : rc;
 }
 
 #endif

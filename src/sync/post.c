@@ -18,14 +18,14 @@ static inline int queueable(const msh_comm *mc)
  * itself, on the route's communicator, so that messages keep their order
  * when the process leaves solo mode), and the post of a blocking call,
  * which the host takes without a VCI lock. */
-static int host_send(msh_tp_mode op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+static int host_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
                      MPI_Comm c, MPI_Request *req)
 {
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, c);
     return msh_tp_host_post(&m, persistent, req);
 }
 
-static int host_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm c,
+static int host_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm c,
                      MPI_Request *req)
 {
     msh_tp_msg m = msh_tp_msg_of(MSH_TP_RECV, buf, count, dt, source, tag, c);
@@ -91,7 +91,7 @@ static void now_count(msh_vci *v, int kind, uint64_t bytes)
     msh_vci_unlock(v);
 }
 
-int msh_post_send(msh_tp_mode op, int persistent, const void *buf, int count, MPI_Datatype dt, int dest, int tag,
+int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
                      MPI_Comm comm, MPI_Request *req, msh_blocking *now)
 {
     int rc;
@@ -105,7 +105,7 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, int count, MP
     msh_route_send(comm, mc, dest, tag, &rt);
     if (msh_queue_active() && !persistent && (op == MSH_TP_SEND || op == MSH_TP_SSEND) && queueable(mc) &&
         msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
-        return msh_queue_post(rt.vci, 0, op == MSH_TP_SSEND, buf, count, dt, dest, tag, rt.comm, comm, req);
+        return msh_queue_post(rt.vci, 0, op == MSH_TP_SSEND, buf, (int)count, dt, dest, tag, rt.comm, comm, req);
     if (now_path(now)) {
         MPI_Request h;
         int locked = msh_host_enter();
@@ -131,7 +131,7 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, int count, MP
     return raise ? msh_comm_error(comm, rc) : rc;
 }
 
-int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
                      MPI_Request *req, msh_blocking *now)
 {
     /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
@@ -149,7 +149,7 @@ int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int sou
         return rc;
     if (msh_queue_active() && !persistent && queueable(mc) &&
         msh_queue_args_ok(buf, count, dt, source, tag, mc->size, 1))
-        return msh_queue_post(rt.vci, 1, 0, buf, count, dt, source, tag, rt.comm, comm, req);
+        return msh_queue_post(rt.vci, 1, 0, buf, (int)count, dt, source, tag, rt.comm, comm, req);
     if (solo_ok && msh_solo_enter_req()) {
         rc = host_recv(persistent, buf, count, dt, source, tag, rt.comm, req);
         msh_solo_exit();
@@ -172,7 +172,7 @@ int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int sou
         /* Completes at once. The host's blocking receive gives the status
          * the standard asks for (MPICH 4.0's Irecv reports source 0, tag 0:
          * pmodels/mpich#6805), and it cannot block. */
-        rc = PMPI_Recv(buf, count, dt, source, tag, rt.comm, &r->status);
+        rc = PMPI_Recv(buf, count > INT_MAX ? 0 : (int)count, dt, source, tag, rt.comm, &r->status);
         if (rc == MPI_SUCCESS) {
             r->status.MPI_ERROR = MPI_SUCCESS;
             r->kind = MSH_KIND_RECV;
@@ -193,6 +193,26 @@ int msh_post_recv(int persistent, void *buf, int count, MPI_Datatype dt, int sou
     msh_watchdog_note(r, source, tag, comm);
     rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
     return raise ? msh_comm_error(comm, rc) : rc;
+}
+
+/* A matched message carries no communicator: its receive goes on the
+ * VCI whose transport holds it, or (the host's) the calling thread's. */
+static msh_vci *message_vci(MPI_Message m)
+{
+    int t = msh_tp_message_vci(m);
+    if (t < 0)
+        t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
+    return msh_vci_get(t);
+}
+
+int msh_post_matched(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
+{
+    msh_vci *v = message_vci(*message);
+    msh_request *r = msh_post_begin(v);
+    if (!r)
+        return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
+    int rc = msh_tp_post_matched(v->tp, buf, count, dt, message, &r->host);
+    return msh_post_commit(v, r, MSH_KIND_RECV, rc, req);
 }
 
 /* ------------------------------------------------------------ probes */

@@ -30,6 +30,7 @@
 #ifndef MSH_SYNC_QUEUE_H
 #define MSH_SYNC_QUEUE_H
 
+#include <limits.h>
 #include <mpi.h>
 #include <stdatomic.h>
 
@@ -99,10 +100,10 @@ void msh_queue_drain_all(void);
  * checked everything the host would check at the call. size: the
  * communicator's size (intracommunicator), tag_ub the host's bound. */
 int msh_queue_dt_ok(MPI_Datatype dt);
-static inline int msh_queue_args_ok(const void *buf, int count, MPI_Datatype dt, int peer, int tag, int size,
+static inline int msh_queue_args_ok(const void *buf, MPI_Count count, MPI_Datatype dt, int peer, int tag, int size,
                                     int recv)
 {
-    if (count < 0 || (count > 0 && buf == NULL))
+    if (count < 0 || count > INT_MAX || (count > 0 && buf == NULL))
         return 0;
     if (peer < 0 ? !(recv && peer == MPI_ANY_SOURCE) : peer >= size)
         return 0;

@@ -249,10 +249,10 @@ static inline int msh_req_f2c(MPI_Fint f, MPI_Request *h)
 }
 
 /* Payload bytes of count elements of dt (MPISHIM_STATS), 0 if unknown. */
-static inline uint64_t msh_payload_bytes(int count, MPI_Datatype dt)
+static inline uint64_t msh_payload_bytes(MPI_Count count, MPI_Datatype dt)
 {
-    int sz = 0;
-    if (count <= 0 || PMPI_Type_size(dt, &sz) != MPI_SUCCESS || sz < 0)
+    MPI_Count sz = 0;
+    if (count <= 0 || PMPI_Type_size_x(dt, &sz) != MPI_SUCCESS || sz < 0)
         return 0;
     return (uint64_t)sz * (uint64_t)count;
 }

@@ -218,7 +218,7 @@ typedef struct fab_req {
     int pending;         /* completions still to come */
     /* the operation */
     void *ubuf;
-    int count;
+    MPI_Count count;
     MPI_Datatype dt;
     int peer, tag;
     fab_comm *fc;
@@ -801,8 +801,6 @@ static int bsend(fab_tp *f, fab_req *r)
         return MPI_ERR_NO_MEM;
     size_t len = 0;
     int rc = msh_lane_copy(&f->named, r->ubuf, r->count, r->dt, &c->b.tmp, &len);
-    if (rc == MPI_SUCCESS && len > INT_MAX)
-        rc = MPI_ERR_COUNT;
     if (rc != MPI_SUCCESS) {
         req_free(f, c);
         return rc;
@@ -810,7 +808,7 @@ static int bsend(fab_tp *f, fab_req *r)
     c->op = OP_SEND;
     c->mode = MSH_TP_SEND;
     c->ubuf = c->b.tmp; /* its own bytes: freed when it finishes */
-    c->count = (int)len;
+    c->count = (MPI_Count)len;
     c->dt = MPI_BYTE;
     c->peer = r->peer;
     c->tag = r->tag;
@@ -1125,7 +1123,7 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
 }
 
 /* Receive a message a matched probe on this VCI claimed. */
-static int fab_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
                             msh_tp_req *treq)
 {
     fab_tp *f = fab_of(tp);

@@ -1,6 +1,7 @@
 /* The host transport: a VCI's messages are the host's own nonblocking calls
  * on the VCI's duplicate communicator (the route's), and its tracked
  * operations a set of host requests polled with Testsome. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,24 +30,55 @@ static inline host_tp *host_of(msh_tp *tp)
     return (host_tp *)tp;
 }
 
-int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+/* A count above INT_MAX (only the large-count calls make one, and only an
+ * MPI-4 host has them): the host's large-count call. */
+static int host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
 {
+#if MPI_VERSION >= 4
     void *buf = (void *)(uintptr_t)m->buf;
     if (!persistent) {
         switch (m->mode) {
-        case MSH_TP_SSEND: return PMPI_Issend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-        case MSH_TP_BSEND: return PMPI_Ibsend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-        case MSH_TP_RSEND: return PMPI_Irsend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-        case MSH_TP_RECV:  return PMPI_Irecv(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-        default:           return PMPI_Isend(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_SSEND: return PMPI_Issend_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_BSEND: return PMPI_Ibsend_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_RSEND: return PMPI_Irsend_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_RECV:  return PMPI_Irecv_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+        default:           return PMPI_Isend_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
         }
     }
     switch (m->mode) {
-    case MSH_TP_SSEND: return PMPI_Ssend_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-    case MSH_TP_BSEND: return PMPI_Bsend_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-    case MSH_TP_RSEND: return PMPI_Rsend_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-    case MSH_TP_RECV:  return PMPI_Recv_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
-    default:           return PMPI_Send_init(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_SSEND: return PMPI_Ssend_init_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_BSEND: return PMPI_Bsend_init_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_RSEND: return PMPI_Rsend_init_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_RECV:  return PMPI_Recv_init_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    default:           return PMPI_Send_init_c(buf, m->count, m->dt, m->peer, m->tag, m->comm, treq);
+    }
+#else
+    (void)m, (void)persistent, (void)treq;
+    return MPI_ERR_COUNT;
+#endif
+}
+
+int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+{
+    if (MSH_UNLIKELY(m->count > INT_MAX))
+        return host_post_c(m, persistent, treq);
+    void *buf = (void *)(uintptr_t)m->buf;
+    int count = (int)m->count;
+    if (!persistent) {
+        switch (m->mode) {
+        case MSH_TP_SSEND: return PMPI_Issend(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_BSEND: return PMPI_Ibsend(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_RSEND: return PMPI_Irsend(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+        case MSH_TP_RECV:  return PMPI_Irecv(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+        default:           return PMPI_Isend(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+        }
+    }
+    switch (m->mode) {
+    case MSH_TP_SSEND: return PMPI_Ssend_init(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_BSEND: return PMPI_Bsend_init(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_RSEND: return PMPI_Rsend_init(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+    case MSH_TP_RECV:  return PMPI_Recv_init(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
+    default:           return PMPI_Send_init(buf, count, m->dt, m->peer, m->tag, m->comm, treq);
     }
 }
 
@@ -194,11 +226,15 @@ static int host_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag,
                    : PMPI_Iprobe(source, tag, comm, flag, status);
 }
 
-static int host_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+static int host_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
                              msh_tp_req *treq)
 {
     (void)tp;
-    return PMPI_Imrecv(buf, count, dt, message, treq);
+#if MPI_VERSION >= 4
+    if (count > INT_MAX)
+        return PMPI_Imrecv_c(buf, count, dt, message, treq);
+#endif
+    return PMPI_Imrecv(buf, (int)count, dt, message, treq);
 }
 
 static int host_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)

@@ -2,7 +2,9 @@
  * named-type cache's slow path, packing. */
 #include "transport/lane.h"
 
+#include <limits.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -143,10 +145,26 @@ void msh_lane_comm_remove(MPI_Comm c)
         free(msh_htab_remove(&msh_lane_comms, msh_handle_key(&c, sizeof c)));
 }
 
+/* dt's combiner, and the lengths of its contents (ints, addresses, large
+ * counts, types): MPICH refuses the int query for a type made by a
+ * large-count call. */
+static int envelope(MPI_Datatype dt, MPI_Count n[4], int *combiner)
+{
+#if MPI_VERSION >= 4
+    return PMPI_Type_get_envelope_c(dt, &n[0], &n[1], &n[2], &n[3], combiner);
+#else
+    int ni, na, nd;
+    int rc = PMPI_Type_get_envelope(dt, &ni, &na, &nd, combiner);
+    n[0] = ni, n[1] = na, n[2] = 0, n[3] = nd;
+    return rc;
+#endif
+}
+
 int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size)
 {
-    int ni, na, nd, combiner;
-    if (PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
+    MPI_Count len[4];
+    int combiner;
+    if (envelope(dt, len, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
         PMPI_Type_size(dt, size) != MPI_SUCCESS)
         return 0;
     n->e[k].dt = dt;
@@ -155,20 +173,114 @@ int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *siz
     return 1;
 }
 
+/* MPI_Pack_size, MPI_Pack and MPI_Unpack where sizes may pass INT_MAX: the
+ * host's large-count calls where it has them (MPI 4); else runs of
+ * elements of at most INT_MAX packed bytes each, where one element
+ * larger than that cannot be packed at all (MPI_ERR_COUNT). */
+#if MPI_VERSION >= 4
+static int pack_size(MPI_Count count, MPI_Datatype dt, MPI_Count *size)
+{
+    return PMPI_Pack_size_c(count, dt, MPI_COMM_WORLD, size);
+}
+
+static int pack(const void *ubuf, MPI_Count count, MPI_Datatype dt, void *out, MPI_Count outsize, MPI_Count *pos)
+{
+    return PMPI_Pack_c(ubuf, count, dt, out, outsize, pos, MPI_COMM_WORLD);
+}
+
+static int unpack(const void *in, MPI_Count insize, void *ubuf, MPI_Count count, MPI_Datatype dt)
+{
+    MPI_Count pos = 0;
+    return PMPI_Unpack_c(in, insize, &pos, ubuf, count, dt, MPI_COMM_WORLD);
+}
+#else
+/* Elements per run, and the type's extent (the step between runs). */
+static int run_of(MPI_Datatype dt, int *per, MPI_Aint *extent)
+{
+    MPI_Count sz = 0;
+    MPI_Aint lb;
+    int esize = 0;
+    /* a packed size below the type's: the int wrapped */
+    if (PMPI_Type_size_x(dt, &sz) != MPI_SUCCESS || sz > INT_MAX ||
+        PMPI_Pack_size(1, dt, MPI_COMM_WORLD, &esize) != MPI_SUCCESS || esize < sz ||
+        PMPI_Type_get_extent(dt, &lb, extent) != MPI_SUCCESS)
+        return MPI_ERR_COUNT;
+    *per = esize > 0 ? INT_MAX / esize : INT_MAX;
+    return MPI_SUCCESS;
+}
+
+static inline int run_len(MPI_Count count, MPI_Count i, int per)
+{
+    return count - i < per ? (int)(count - i) : per;
+}
+
+static inline int clamp_int(MPI_Count n)
+{
+    return n > INT_MAX ? INT_MAX : (int)n;
+}
+
+static int pack_size(MPI_Count count, MPI_Datatype dt, MPI_Count *size)
+{
+    int per, s = 0;
+    MPI_Aint extent;
+    int rc = run_of(dt, &per, &extent);
+    *size = 0;
+    for (MPI_Count i = 0; rc == MPI_SUCCESS && i < count; i += per)
+        if ((rc = PMPI_Pack_size(run_len(count, i, per), dt, MPI_COMM_WORLD, &s)) == MPI_SUCCESS)
+            *size += s;
+    return rc;
+}
+
+static int pack(const void *ubuf, MPI_Count count, MPI_Datatype dt, void *out, MPI_Count outsize, MPI_Count *pos)
+{
+    int per;
+    MPI_Aint extent;
+    int rc = run_of(dt, &per, &extent);
+    for (MPI_Count i = 0; rc == MPI_SUCCESS && i < count; i += per) {
+        int p = 0;
+        rc = PMPI_Pack((const void *)((uintptr_t)ubuf + (uintptr_t)(i * extent)), run_len(count, i, per), dt,
+                       (char *)out + *pos, clamp_int(outsize - *pos), &p, MPI_COMM_WORLD);
+        *pos += p;
+    }
+    return rc;
+}
+
+static int unpack(const void *in, MPI_Count insize, void *ubuf, MPI_Count count, MPI_Datatype dt)
+{
+    int per;
+    MPI_Aint extent;
+    MPI_Count pos = 0;
+    int rc = run_of(dt, &per, &extent);
+    for (MPI_Count i = 0; rc == MPI_SUCCESS && i < count; i += per) {
+        int p = 0;
+        rc = PMPI_Unpack((const char *)in + pos, clamp_int(insize - pos), &p,
+                         (void *)((uintptr_t)ubuf + (uintptr_t)(i * extent)), run_len(count, i, per), dt,
+                         MPI_COMM_WORLD);
+        pos += p;
+    }
+    return rc;
+}
+#endif
+
 /* MPICH's MPI_Pack and MPI_Unpack refuse MPI_BOTTOM (a null pointer) as
  * the user's buffer, whose type then holds absolute addresses: the same
  * data is described from the lowest of them instead, by a type of one
  * element that shifts count dt back (*shifted, for the caller to free;
  * MPI_DATATYPE_NULL when nothing changed). */
-static int from_bottom(void **buf, int *count, MPI_Datatype *dt, MPI_Datatype *shifted)
+static int from_bottom(void **buf, MPI_Count *count, MPI_Datatype *dt, MPI_Datatype *shifted)
 {
     *shifted = MPI_DATATYPE_NULL;
     MPI_Aint lb = 0, extent = 0;
     if (*buf != MPI_BOTTOM || *count <= 0 || PMPI_Type_get_true_extent(*dt, &lb, &extent) != MPI_SUCCESS || lb == 0)
         return MPI_SUCCESS;
-    int blen = *count;
     MPI_Aint disp = -lb;
+#if MPI_VERSION >= 4
+    MPI_Count blen = *count, cdisp = disp;
+    int rc = PMPI_Type_create_struct_c(1, &blen, &cdisp, dt, shifted);
+#else
+    int blen = (int)*count;
     int rc = PMPI_Type_create_struct(1, &blen, &disp, dt, shifted);
+#endif
     if (rc == MPI_SUCCESS && (rc = PMPI_Type_commit(shifted)) != MPI_SUCCESS)
         PMPI_Type_free(shifted);
     if (rc != MPI_SUCCESS) {
@@ -181,19 +293,75 @@ static int from_bottom(void **buf, int *count, MPI_Datatype *dt, MPI_Datatype *s
     return MPI_SUCCESS;
 }
 
-int msh_lane_bytes_packed(int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf, size_t *len)
+/* Whether one element of dt is one run of bytes from its true lower bound:
+ * a named type, or a duplicate, resized type or contiguous run of one
+ * whose elements abut (what the program makes to describe a struct, or to
+ * send more than INT_MAX elements with an int count). Other shapes are
+ * not looked into: they are packed. */
+static int dense(MPI_Datatype dt, int depth)
 {
-    int psize = 0, pos = 0;
-    if (PMPI_Pack_size(count, dt, MPI_COMM_WORLD, &psize) != MPI_SUCCESS)
-        return MPI_ERR_TYPE;
+    MPI_Count len[4];
+    int combiner;
+    if (envelope(dt, len, &combiner) != MPI_SUCCESS)
+        return 0;
+    if (combiner == MPI_COMBINER_NAMED)
+        return 1;
+    if ((combiner != MPI_COMBINER_DUP && combiner != MPI_COMBINER_CONTIGUOUS && combiner != MPI_COMBINER_RESIZED) ||
+        depth > 8 || len[0] > 1 || len[1] > 2 || len[2] > 2 || len[3] != 1)
+        return 0;
+    int ints[1];
+    MPI_Aint addrs[2];
+    MPI_Count cnts[2];
+    MPI_Datatype inner;
+#if MPI_VERSION >= 4
+    if (PMPI_Type_get_contents_c(dt, len[0], len[1], len[2], len[3], ints, addrs, cnts, &inner) != MPI_SUCCESS)
+        return 0;
+#else
+    if (PMPI_Type_get_contents(dt, (int)len[0], (int)len[1], (int)len[3], ints, addrs, &inner) != MPI_SUCCESS)
+        return 0;
+#endif
+    MPI_Count n = combiner != MPI_COMBINER_CONTIGUOUS ? 1 : len[2] ? cnts[0] : ints[0];
+    MPI_Count size = 0;
+    MPI_Aint lb, extent = 0;
+    int d = dense(inner, depth + 1) &&
+            (n <= 1 || (PMPI_Type_size_x(inner, &size) == MPI_SUCCESS &&
+                        PMPI_Type_get_extent(inner, &lb, &extent) == MPI_SUCCESS && extent == size));
+    if (envelope(inner, len, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED)
+        PMPI_Type_free(&inner); /* a derived type's contents are new handles */
+    return d;
+}
+
+/* count dt at ubuf as one run of bytes (dense above, elements that abut):
+ * its start, and its length in *len. NULL if it is not one. */
+static void *one_run(void *ubuf, MPI_Count count, MPI_Datatype dt, size_t *len)
+{
+    MPI_Count size = 0;
+    MPI_Aint lb, extent = 0, tlb = 0, textent;
+    if (!dense(dt, 0) || PMPI_Type_size_x(dt, &size) != MPI_SUCCESS ||
+        PMPI_Type_get_extent(dt, &lb, &extent) != MPI_SUCCESS ||
+        PMPI_Type_get_true_extent(dt, &tlb, &textent) != MPI_SUCCESS || (count > 1 && extent != size))
+        return NULL;
+    *len = (size_t)(count * size);
+    return (void *)((uintptr_t)ubuf + (uintptr_t)tlb); /* integers: ubuf may be MPI_BOTTOM */
+}
+
+int msh_lane_bytes_packed(int send, void *ubuf, MPI_Count count, MPI_Datatype dt, void **tmp, void **buf,
+                          size_t *len)
+{
+    if ((*buf = one_run(ubuf, count, dt, len)))
+        return MPI_SUCCESS;
+    MPI_Count psize = 0, pos = 0;
+    int rc = pack_size(count, dt, &psize);
+    if (rc != MPI_SUCCESS)
+        return rc == MPI_ERR_COUNT ? rc : MPI_ERR_TYPE;
     *tmp = malloc(psize > 0 ? (size_t)psize : 1);
     if (!*tmp)
         return MPI_ERR_NO_MEM;
     if (send) {
         MPI_Datatype shifted;
-        int rc = from_bottom(&ubuf, &count, &dt, &shifted);
+        rc = from_bottom(&ubuf, &count, &dt, &shifted);
         if (rc == MPI_SUCCESS)
-            rc = PMPI_Pack(ubuf, count, dt, *tmp, psize, &pos, MPI_COMM_WORLD);
+            rc = pack(ubuf, count, dt, *tmp, psize, &pos);
         if (shifted != MPI_DATATYPE_NULL)
             PMPI_Type_free(&shifted);
         if (rc != MPI_SUCCESS)
@@ -218,7 +386,7 @@ MPI_Datatype msh_lane_keep_derived(msh_lane_req *r, MPI_Datatype dt)
     return r->kept;
 }
 
-int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len)
+int msh_lane_copy(msh_lane_named *n, void *ubuf, MPI_Count count, MPI_Datatype dt, void **copy, size_t *len)
 {
     void *tmp = NULL, *buf = NULL;
     int rc = msh_lane_bytes(n, 1, ubuf, count, dt, &tmp, &buf, len);
@@ -243,7 +411,7 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, voi
  * on came in the message, and only those are written (bytes outside the
  * type map, or from the padding, differ and are never touched: another
  * thread may own them). */
-static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, int tsize)
+static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, MPI_Count tsize)
 {
     MPI_Aint lb = 0, extent = 0;
     PMPI_Type_get_true_extent(dt, &lb, &extent);
@@ -257,11 +425,8 @@ static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Dat
         memset(pad + tsize + rem, 0xff, (size_t)tsize - rem);
         memset(s1, 0x00, (size_t)extent);
         memset(s2, 0xff, (size_t)extent);
-        int p1 = 0, p2 = 0;
-        if (PMPI_Unpack(pad, tsize, &p1, (void *)((uintptr_t)s1 - (uintptr_t)lb), 1, dt, MPI_COMM_WORLD) ==
-                MPI_SUCCESS &&
-            PMPI_Unpack(pad + tsize, tsize, &p2, (void *)((uintptr_t)s2 - (uintptr_t)lb), 1, dt, MPI_COMM_WORLD) ==
-                MPI_SUCCESS)
+        if (unpack(pad, tsize, (void *)((uintptr_t)s1 - (uintptr_t)lb), 1, dt) == MPI_SUCCESS &&
+            unpack(pad + tsize, tsize, (void *)((uintptr_t)s2 - (uintptr_t)lb), 1, dt) == MPI_SUCCESS)
             for (MPI_Aint i = 0; i < extent; i++)
                 if (s1[i] == s2[i])
                     base[i] = s1[i];
@@ -272,19 +437,18 @@ static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Dat
 
 void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
 {
-    int tsize = 0, pos = 0;
-    PMPI_Type_size(dt, &tsize);
+    MPI_Count tsize = 0;
+    PMPI_Type_size_x(dt, &tsize);
     if (tsize <= 0)
         return;
-    int n = (int)(len / (size_t)tsize);
+    MPI_Count n = (MPI_Count)(len / (size_t)tsize), cnt = n;
     size_t rem = len % (size_t)tsize;
     MPI_Aint lb, extent = 0;
     PMPI_Type_get_extent(dt, &lb, &extent);
-    int cnt = n;
     MPI_Datatype t = dt, shifted;
     void *at = ubuf;
     if (from_bottom(&at, &cnt, &t, &shifted) == MPI_SUCCESS && cnt > 0)
-        PMPI_Unpack(tmp, (int)len, &pos, at, cnt, t, MPI_COMM_WORLD);
+        unpack(tmp, (MPI_Count)len, at, cnt, t);
     if (shifted != MPI_DATATYPE_NULL)
         PMPI_Type_free(&shifted);
     if (rem)

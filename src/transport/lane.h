@@ -139,8 +139,9 @@ static inline int msh_lane_named_size(msh_lane_named *n, MPI_Datatype dt, int *s
 /* The bytes of an operation on count dt at ubuf: the buffer itself for a
  * named type, else a packed copy (send) or room to unpack from (receive)
  * in *tmp, which the caller frees. */
-int msh_lane_bytes_packed(int send, void *ubuf, int count, MPI_Datatype dt, void **tmp, void **buf, size_t *len);
-static inline int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, int count, MPI_Datatype dt, void **tmp,
+int msh_lane_bytes_packed(int send, void *ubuf, MPI_Count count, MPI_Datatype dt, void **tmp, void **buf,
+                          size_t *len);
+static inline int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, MPI_Count count, MPI_Datatype dt, void **tmp,
                                  void **buf, size_t *len)
 {
     int tsize = 0;
@@ -164,7 +165,7 @@ static inline MPI_Datatype msh_lane_keep_type(msh_lane_named *n, struct msh_lane
 }
 /* A buffered send's own copy of count dt at ubuf (packed for a derived
  * type): *copy, which the caller frees, of *len bytes. */
-int msh_lane_copy(msh_lane_named *n, void *ubuf, int count, MPI_Datatype dt, void **copy, size_t *len);
+int msh_lane_copy(msh_lane_named *n, void *ubuf, MPI_Count count, MPI_Datatype dt, void **copy, size_t *len);
 /* Set a zeroed status's count to len bytes, where the host keeps it:
  * MPICH's own setter takes its global lock, once per received message
  * (threads on different VCIs would meet there). */

@@ -45,7 +45,7 @@ typedef enum {
  * (the VCI's duplicate for the host transport). */
 typedef struct msh_tp_msg {
     const void *buf; /* a receive's buffer too (written) */
-    int count;
+    MPI_Count count; /* above INT_MAX only from the large-count calls */
     MPI_Datatype dt;
     int peer;        /* destination, or source (may be a wildcard) */
     int tag;
@@ -53,7 +53,7 @@ typedef struct msh_tp_msg {
     msh_tp_mode mode;
 } msh_tp_msg;
 
-static inline msh_tp_msg msh_tp_msg_of(msh_tp_mode mode, const void *buf, int count, MPI_Datatype dt, int peer,
+static inline msh_tp_msg msh_tp_msg_of(msh_tp_mode mode, const void *buf, MPI_Count count, MPI_Datatype dt, int peer,
                                        int tag, MPI_Comm comm)
 {
     return (msh_tp_msg){ .buf = buf, .count = count, .dt = dt, .peer = peer, .tag = tag, .comm = comm, .mode = mode };
@@ -101,7 +101,7 @@ typedef struct msh_tp_ops {
      * status is filled when *flag is set. */
     int (*probe)(struct msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                  MPI_Status *status);
-    int (*post_matched)(struct msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+    int (*post_matched)(struct msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
                         msh_tp_req *treq);
     /* Finish an operation that is not tracked (blocking), or test it. */
     int (*wait)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
@@ -189,7 +189,7 @@ static inline int msh_tp_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, i
 {
     return tp->ops->probe(tp, source, tag, comm, flag, message, status);
 }
-static inline int msh_tp_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+static inline int msh_tp_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
                                       msh_tp_req *treq)
 {
     return tp->ops->post_matched(tp, buf, count, dt, message, treq);

@@ -176,7 +176,7 @@ typedef struct ux_req {
     uint8_t op, mode;
     uint8_t posting;     /* inside UCX's post call */
     void *ubuf;
-    int count;
+    MPI_Count count;
     MPI_Datatype dt;
     int peer, tag;
     msh_lane_comm *lc;
@@ -626,7 +626,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
     return MPI_SUCCESS;
 }
 
-static int ux_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
                            msh_tp_req *treq)
 {
     ux_tp *f = ux_of(tp);

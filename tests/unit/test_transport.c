@@ -221,7 +221,7 @@ static int fake_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag,
     return MPI_SUCCESS;
 }
 
-static int fake_post_matched(msh_tp *tp, void *buf, int count, MPI_Datatype dt, MPI_Message *message,
+static int fake_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
                              msh_tp_req *treq)
 {
     (void)tp, (void)buf, (void)count, (void)dt, (void)message, (void)treq;
