@@ -172,7 +172,8 @@ static const char *const docs[] = {
                        "provides MPI_THREAD_MULTIPLE and a program that asks for it. Known limits: a truncated "
                        "receive makes `tcp;ofi_rxm` drop the connection; a process blocked in a host call (a "
                        "window or communicator constructor, `MPISHIM_COLL=host`) does not progress the lane, which "
-                       "can stall a peer; large-count calls with counts above INT_MAX still go to the host. A lane "
+                       "can stall a peer; on Open MPI 4.1 (no large-count pack calls) one element of a derived type of "
+                       "more than INT_MAX bytes that is not one run of bytes is refused (MPI_ERR_COUNT). A lane "
                        "gains most with a communicator per thread (or the `no_any_tag` hint with "
                        "`MPISHIM_MAP=tag`) and `MPISHIM_PROGRESS=vci`; threads sharing one communicator share its "
                        "VCI, where `MPISHIM_PROGRESS=combine` suits them best (figures in NEWS.md).",
