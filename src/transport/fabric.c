@@ -100,6 +100,7 @@ static struct {
     int wsize, wrank;
     int failed; /* the job agreed not to use the fabric */
     int nopeek; /* the provider ignores FI_PEEK and FI_CLAIM */
+    size_t rx_min; /* receives shorter than this land in scratch memory of this size */
     char prov[64];
 } job;
 
@@ -142,6 +143,21 @@ static const char *provider_name(void)
     }
 }
 
+/* The longest message rxm sends eagerly: its buffer size, 16 KiB unless
+ * its variables say more. */
+static size_t rxm_eager_bytes(void)
+{
+    static const char *const vars[] = { "FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT" };
+    size_t n = 16384;
+    for (int i = 0; i < 2; i++) {
+        const char *v = getenv(vars[i]);
+        unsigned long long x = v ? strtoull(v, NULL, 0) : 0;
+        if (x > n && x <= (1ULL << 30))
+            n = (size_t)x;
+    }
+    return n;
+}
+
 static const char *query(const char *prov)
 {
     struct fi_info *hints = job.dupinfo(NULL);
@@ -174,6 +190,13 @@ static const char *query(const char *prov)
     uint32_t (*version)(void) = NULL;
     *(void **)&version = dlsym(job.lib, "fi_version");
     job.nopeek = strcmp(job.prov, "shm") == 0 && (!version || version() < FI_VERSION(1, 19));
+    /* libfabric 1.17's tcp fails a receive that truncates an eager message
+     * when rxm handed it the program's buffer (its dynamic receive
+     * buffers), and drops the connection. A receive shorter than rxm's
+     * eager messages lands in scratch memory as long as they are, so that
+     * none is ever truncated by the provider, and is cut here. */
+    if (strstr(job.prov, "tcp") && strstr(job.prov, "rxm"))
+        job.rx_min = rxm_eager_bytes();
     if (job.fabric(job.info->fabric_attr, &job.fab, NULL) != 0)
         return "fi_fabric failed";
     return NULL;
@@ -235,8 +258,8 @@ typedef struct fab_req {
     uint32_t bulk_seq;
     size_t bulk_len;
     fi_addr_t bulk_from;
-    void *scratch;       /* a truncated bulk */
-    void *rbuf;          /* what the receive was posted with: buf, or hdr */
+    void *scratch;       /* a truncated bulk, or a short receive's landing (rx_min) */
+    void *rbuf;          /* what the receive was posted with: buf, hdr or scratch */
     struct fab_held *held; /* the message a matched probe holds */
     char hdr[HDR_LEN];
     fi_addr_t ack_to;    /* OP_ACK */
@@ -518,8 +541,13 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
         head_of_large(f, r, tag, data & ~DATA_HDR, (size_t)blen, seq);
         return;
     }
-    if (r->rbuf == r->hdr) /* a buffer under HDR_LEN bytes, without FI_PEEK */
+    if (r->rbuf == r->hdr) { /* a buffer under HDR_LEN bytes, without FI_PEEK */
         len = cut_into(r, r->hdr, len, &err);
+    } else if (r->scratch && r->rbuf == r->scratch) { /* a short receive (rx_min) */
+        len = cut_into(r, r->scratch, len, &err);
+        free(r->scratch);
+        r->scratch = NULL;
+    }
     recv_status(r, tag, data, len, whole, err);
     if (SYNC_SEQ(data))
         send_ack(f, r->fc, (int)(uint32_t)data, data);
@@ -690,6 +718,24 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
     return fi_tsenddata(f->ep, r->buf, r->len, NULL, data, to, tag, &r->main.f);
 }
 
+/* A receive shorter than rx_min lands in scratch memory (see rx_min);
+ * 0 without memory. */
+static int land_short(fab_req *r)
+{
+    if (!r->scratch && !(r->scratch = malloc(job.rx_min)))
+        return 0;
+    r->rbuf = r->scratch;
+    return 1;
+}
+
+/* The bytes r's receive was posted with room for. */
+static inline size_t room_of(const fab_req *r)
+{
+    if (r->rbuf == r->hdr)
+        return HDR_LEN;
+    return r->scratch && r->rbuf == r->scratch ? job.rx_min : r->len;
+}
+
 static ssize_t try_recv(fab_tp *f, fab_req *r)
 {
     fab_comm *fc = r->fc;
@@ -703,9 +749,11 @@ static ssize_t try_recv(fab_tp *f, fab_req *r)
         }
         if (r->len < HDR_LEN) /* room for a large message's header */
             r->rbuf = r->hdr;
+    } else if (r->len < job.rx_min && !land_short(r)) {
+        return -FI_ENOMEM;
     }
-    return fi_trecv(f->ep, r->rbuf, r->rbuf == r->hdr ? HDR_LEN : r->len, NULL, match_from(f, fc, r->peer),
-                    match_tag(fc, r->tag), match_ignore(r->tag), &r->main.f);
+    return fi_trecv(f->ep, r->rbuf, room_of(r), NULL, match_from(f, fc, r->peer), match_tag(fc, r->tag),
+                    match_ignore(r->tag), &r->main.f);
 }
 
 static ssize_t try_issue(fab_tp *f, fab_req *r)
@@ -1154,7 +1202,10 @@ static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype
         deliver_held(f, r, h);
         return MPI_SUCCESS;
     }
-    struct iovec iov = { .iov_base = r->buf, .iov_len = r->len };
+    r->rbuf = r->buf;
+    if (r->len < job.rx_min && !land_short(r))
+        return MPI_ERR_NO_MEM;
+    struct iovec iov = { .iov_base = r->rbuf, .iov_len = room_of(r) };
     struct fi_msg_tagged msg = { .msg_iov = &iov, .iov_count = 1, .context = &r->main.f };
     ssize_t frc;
     /* The claimed message is the provider's: retrying cannot deadlock. */

@@ -309,9 +309,9 @@ static int dense(MPI_Datatype dt, int depth)
     if ((combiner != MPI_COMBINER_DUP && combiner != MPI_COMBINER_CONTIGUOUS && combiner != MPI_COMBINER_RESIZED) ||
         depth > 8 || len[0] > 1 || len[1] > 2 || len[2] > 2 || len[3] != 1)
         return 0;
-    int ints[1];
+    int ints[1] = { 0 };
     MPI_Aint addrs[2];
-    MPI_Count cnts[2];
+    MPI_Count cnts[2] = { 0, 0 };
     MPI_Datatype inner;
 #if MPI_VERSION >= 4
     if (PMPI_Type_get_contents_c(dt, len[0], len[1], len[2], len[3], ints, addrs, cnts, &inner) != MPI_SUCCESS)

@@ -182,13 +182,6 @@ static void user_handler(void)
     CHECK(cls == MPI_ERR_TRUNCATE, "truncation: MPI_Recv returned class %d", cls);
     CHECK_MPI(MPI_Wait(&sq, MPI_STATUS_IGNORE));
 
-    /* Not over tcp;ofi_rxm, which drops the connection on a truncation
-     * (docs/design.md, known limits): a second one there loses messages. */
-    if (lane && strcmp(lane, "tcp") == 0) {
-        CHECK_MPI(MPI_Comm_free(&dup));
-        return;
-    }
-
     /* Two truncations completed by one MPI_Waitall: one handler call, where
      * the host makes it. Open MPI 4.1 calls the requests' communicator's
      * handler with the first failed request's class; MPICH 4.0 calls
