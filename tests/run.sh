@@ -557,6 +557,15 @@ for host in "${hosts[@]}"; do
             _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
     fi
 
+    # A rank that dies while its peer waits in MPI_Recv on a lane: the job
+    # ends as raw (the launcher's status and message), nothing hangs.
+    for lane in $([ "${HAVE_UCX:-no}" != yes ] || echo ucx) $([ "${HAVE_LIBFABRIC:-no}" != yes ] || echo tcp); do
+        run_case "$host crash np2 while the peer waits on the $lane lane reported as raw" expect_same_crash \
+            env MPISHIM_FABRIC=$lane bash -c 'echo "== raw"; "${@:5}" -np 2 "$1" recv; echo "== rc $?"; echo "== shim";
+                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1" recv; echo "== rc $?"' \
+            _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+    done
+
     # The fabric's shm endpoints live in /dev/shm files that only closing
     # them removes: a run must leave none behind (they would pile up, and
     # a later process with the same pid could not open its endpoint).

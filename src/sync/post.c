@@ -1,6 +1,7 @@
 /* Posting a point-to-point operation (see post.h). */
 #include "sync/post.h"
 
+#include <limits.h>
 #include <sched.h>
 
 #include "sync/queue.h"
@@ -18,8 +19,8 @@ static inline int queueable(const msh_comm *mc)
  * itself, on the route's communicator, so that messages keep their order
  * when the process leaves solo mode), and the post of a blocking call,
  * which the host takes without a VCI lock. */
-static int host_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
-                     MPI_Comm c, MPI_Request *req)
+static int host_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
+                     int tag, MPI_Comm c, MPI_Request *req)
 {
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, c);
     return msh_tp_host_post(&m, persistent, req);
@@ -91,8 +92,8 @@ static void now_count(msh_vci *v, int kind, uint64_t bytes)
     msh_vci_unlock(v);
 }
 
-int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
-                     MPI_Comm comm, MPI_Request *req, msh_blocking *now)
+int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
+                  int tag, MPI_Comm comm, MPI_Request *req, msh_blocking *now)
 {
     int rc;
     if (msh_solo_enter_req()) {
@@ -132,7 +133,7 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
 }
 
 int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
-                     MPI_Request *req, msh_blocking *now)
+                  MPI_Request *req, msh_blocking *now)
 {
     /* A nonblocking receive from MPI_PROC_NULL takes the shim path even
      * in solo mode: it fixes the host's status (below). */

@@ -67,8 +67,8 @@ typedef struct msh_blocking {
 /* A send of mode op, or a receive: nonblocking, or persistent (made
  * inactive); now is NULL but for the blocking calls. Errors are raised
  * through comm's error handler where the host would raise them. */
-int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag,
-                  MPI_Comm comm, MPI_Request *req, msh_blocking *now);
+int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
+                  int tag, MPI_Comm comm, MPI_Request *req, msh_blocking *now);
 int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
                   MPI_Request *req, msh_blocking *now);
 
