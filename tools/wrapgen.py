@@ -193,7 +193,7 @@ MSH_EXPORT {ret} {name}({plist})
 
 COLLECTIVE = """MSH_EXPORT {ret} {name}({plist})
 {{
-    if (!msh_on() || msh_coll_host())
+    if (!msh_on() || msh_coll_host_call({comm}))
         return P{name}({args});
     MPI_Request r_;
     msh_coll_ctx c_ = msh_coll_enter({comm});

@@ -56,7 +56,7 @@ static const int *empty_counts(const int counts[], MPI_Datatype type, MPI_Comm c
 
 MSH_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host())
+    if (!msh_on() || msh_coll_host_call(comm))
         return PMPI_Bcast(buffer, count, datatype, root, comm);
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
@@ -73,7 +73,7 @@ MSH_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const 
                              MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                              const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host())
+    if (!msh_on() || msh_coll_host_call(comm))
         return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                               recvtype, comm);
     MPI_Request r;
@@ -204,7 +204,7 @@ out:
 MSH_EXPORT int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                      void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host())
+    if (!msh_on() || msh_coll_host_call(comm))
         return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
@@ -234,7 +234,7 @@ MSH_EXPORT int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[
                                       MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                                       const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host())
+    if (!msh_on() || msh_coll_host_call(comm))
         return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                                        recvtype, comm);
     MPI_Request r;
@@ -260,7 +260,7 @@ MSH_EXPORT int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[
                                       const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                                       const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host())
+    if (!msh_on() || msh_coll_host_call(comm))
         return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
                                        recvtypes, comm);
     MPI_Request r;

@@ -18,6 +18,7 @@ static inline int tracked(void)
 static int make(msh_win_args *a, MPI_Win *win)
 {
     a->split = msh_on();
+    msh_collective_gate(a->comm);
     MSH_PASS_ENTER();
     int rc = msh_win_make(a, win);
     MSH_PASS_EXIT();

@@ -32,6 +32,16 @@ typedef struct {
     msh_vci *v; /* locked by msh_coll_begin; NULL on the solo path */
 } msh_coll_ctx;
 
+/* MPISHIM_COLL=host: the host's blocking call, once every member of comm
+ * has arrived (msh_collective_gate). */
+static inline int msh_coll_host_call(MPI_Comm comm)
+{
+    if (!msh_coll_host())
+        return 0;
+    msh_collective_gate(comm);
+    return 1;
+}
+
 static inline msh_coll_ctx msh_coll_enter(MPI_Comm comm)
 {
     msh_coll_ctx c = { NULL };
