@@ -156,6 +156,11 @@ static int poll_all(int blocking)
     return n;
 }
 
+int msh_progress_poll_all(void)
+{
+    return poll_all(0);
+}
+
 /* The sweep of PROGRESS=vci, by the owner of domain self: one pass over
  * the other VCIs that no thread owns, so that none waits for a waiter of
  * its own forever. An owned one is polled by its owner already; polling it

@@ -38,4 +38,9 @@ int msh_progress_try(int vci);
  * Returns completions. */
 int msh_progress_poll(msh_vci *v, int blocking);
 
+/* One poll of every VCI whose lock is free, whoever owns its domain (a
+ * progress thread may sleep while only a lane's own traffic is in flight).
+ * Returns completions. */
+int msh_progress_poll_all(void);
+
 #endif

@@ -305,10 +305,7 @@ void msh_collective_gate(MPI_Comm comm)
         msh_host_exit(locked);
         if (f)
             return;
-        int n = 0;
-        for (int i = 0; i < msh_pool.n; i++)
-            n += msh_progress_try(i);
-        if (n == 0)
+        if (msh_progress_poll_all() == 0)
             sched_yield();
     }
 }
