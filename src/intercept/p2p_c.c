@@ -20,28 +20,6 @@
 
 #if MPI_VERSION >= 4
 
-typedef enum { C_SEND, C_SSEND, C_BSEND, C_RSEND } c_mode;
-
-/* The host's nonblocking or persistent large-count send of mode m. */
-static int host_send_c(c_mode m, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
-                       int tag, MPI_Comm c, MPI_Request *req)
-{
-    if (!persistent) {
-        switch (m) {
-        case C_SSEND: return PMPI_Issend_c(buf, count, dt, dest, tag, c, req);
-        case C_BSEND: return PMPI_Ibsend_c(buf, count, dt, dest, tag, c, req);
-        case C_RSEND: return PMPI_Irsend_c(buf, count, dt, dest, tag, c, req);
-        default:      return PMPI_Isend_c(buf, count, dt, dest, tag, c, req);
-        }
-    }
-    switch (m) {
-    case C_SSEND: return PMPI_Ssend_init_c(buf, count, dt, dest, tag, c, req);
-    case C_BSEND: return PMPI_Bsend_init_c(buf, count, dt, dest, tag, c, req);
-    case C_RSEND: return PMPI_Rsend_init_c(buf, count, dt, dest, tag, c, req);
-    default:      return PMPI_Send_init_c(buf, count, dt, dest, tag, c, req);
-    }
-}
-
 /* A send's route communicator, with queued posts drained. */
 static MPI_Comm send_comm(MPI_Comm comm, int dest, int tag)
 {
@@ -79,19 +57,19 @@ static int wait_c(MPI_Request *q, MPI_Status *status)
 }
 
 /* A nonblocking or persistent send on its route. */
-static int post_send_c(c_mode m, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
+static int post_send_c(msh_tp_mode m, int persistent, const void *buf, MPI_Count count, MPI_Datatype dt, int dest,
                        int tag, MPI_Comm comm, MPI_Request *req)
 {
     if (engine_c(count))
-        return msh_post_send((msh_tp_mode)m, persistent, buf, count, dt, dest, tag, comm, req, NULL);
-    MPI_Comm c = send_comm(comm, dest, tag);
+        return msh_post_send(m, persistent, buf, count, dt, dest, tag, comm, req, NULL);
+    msh_tp_msg msg = msh_tp_msg_of(m, buf, count, dt, dest, tag, send_comm(comm, dest, tag));
     int locked = msh_host_enter();
-    int rc = host_send_c(m, persistent, buf, count, dt, dest, tag, c, req);
+    int rc = msh_tp_host_post_c(&msg, persistent, req);
     msh_host_exit(locked);
     return rc;
 }
 
-static int send_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
+static int send_c(msh_tp_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm)
 {
     MPI_Request q;
     int rc = post_send_c(m, 0, buf, count, dt, dest, tag, comm, &q);
@@ -121,10 +99,10 @@ static int send_c(c_mode m, const void *buf, MPI_Count count, MPI_Datatype dt, i
         return post_send_c(MODE, 1, buf, count, dt, dest, tag, comm, req);                                      \
     }
 
-SEND_C_WRAPPERS(Send, Isend, C_SEND)
-SEND_C_WRAPPERS(Ssend, Issend, C_SSEND)
-SEND_C_WRAPPERS(Bsend, Ibsend, C_BSEND)
-SEND_C_WRAPPERS(Rsend, Irsend, C_RSEND)
+SEND_C_WRAPPERS(Send, Isend, MSH_TP_SEND)
+SEND_C_WRAPPERS(Ssend, Issend, MSH_TP_SSEND)
+SEND_C_WRAPPERS(Bsend, Ibsend, MSH_TP_BSEND)
+SEND_C_WRAPPERS(Rsend, Irsend, MSH_TP_RSEND)
 
 /* A nonblocking or persistent receive on its route. */
 static int post_recv_c(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag,
@@ -136,9 +114,9 @@ static int post_recv_c(int persistent, void *buf, MPI_Count count, MPI_Datatype 
     int rc = recv_comm(comm, source, tag, &c);
     if (rc != MPI_SUCCESS)
         return rc;
+    msh_tp_msg msg = msh_tp_msg_of(MSH_TP_RECV, buf, count, dt, source, tag, c);
     int locked = msh_host_enter();
-    rc = persistent ? PMPI_Recv_init_c(buf, count, dt, source, tag, c, req)
-                    : PMPI_Irecv_c(buf, count, dt, source, tag, c, req);
+    rc = msh_tp_host_post_c(&msg, persistent, req);
     msh_host_exit(locked);
     return rc;
 }
@@ -189,7 +167,7 @@ static int sendrecv_c_call(const void *sendbuf, MPI_Count sendcount, MPI_Datatyp
     int rc = MPI_Irecv_c(recvbuf, recvcount, recvtype, source, recvtag, comm, &q[0]);
     if (rc != MPI_SUCCESS)
         return rc;
-    rc = post_send_c(C_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &q[1]);
+    rc = post_send_c(MSH_TP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &q[1]);
     if (rc != MPI_SUCCESS) {
         MPI_Cancel(&q[0]);
         wait_c(&q[0], MPI_STATUS_IGNORE);

@@ -30,9 +30,7 @@ static inline host_tp *host_of(msh_tp *tp)
     return (host_tp *)tp;
 }
 
-/* A count above INT_MAX (only the large-count calls make one, and only an
- * MPI-4 host has them): the host's large-count call. */
-static int host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+int msh_tp_host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
 {
 #if MPI_VERSION >= 4
     void *buf = (void *)(uintptr_t)m->buf;
@@ -61,7 +59,7 @@ static int host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
 int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
 {
     if (MSH_UNLIKELY(m->count > INT_MAX))
-        return host_post_c(m, persistent, treq);
+        return msh_tp_host_post_c(m, persistent, treq);
     void *buf = (void *)(uintptr_t)m->buf;
     int count = (int)m->count;
     if (!persistent) {

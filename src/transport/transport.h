@@ -170,6 +170,11 @@ const char *msh_tp_fabric_provider(void);
  * the forwarding paths (runtime off, solo), which are the host by
  * definition. */
 int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq);
+/* The same through the host's large-count call (MPI_Isend_c, ...): what
+ * msh_tp_host_post does for a count above INT_MAX, and the large-count
+ * calls' own path on the host transport. MPI_ERR_COUNT on a host without
+ * them (before MPI 4.0), which has no large-count calls to forward. */
+int msh_tp_host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq);
 
 static inline int msh_tp_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
