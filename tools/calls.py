@@ -19,6 +19,10 @@ Classes:
   status
       a pass-through in C that the Fortran wrappers still convert (a
       status argument in the shim's Fortran form).
+  waits
+      a pass-through whose host call may wait for other processes
+      (collective file I/O, joining other jobs): generated with the lanes
+      read meanwhile (src/sync/assist.h).
   pass
       named here only to say it is deliberately a pass-through.
 Every other call is a pass-through; wrapgen fails on one that looks like a
@@ -27,7 +31,7 @@ classed, instead of passing it through silently.
 """
 
 CLASSES = {"p2p", "completion", "comm", "init", "part", "window", "collective", "rma-data", "rma-acc", "status",
-           "pass"}
+           "waits", "pass"}
 
 
 def _with_c(names):
@@ -58,6 +62,14 @@ _TABLE = [
     ("rma-data", _with_c("Put Get Rput Rget")),
     ("rma-acc", _with_c("Accumulate Get_accumulate Raccumulate Rget_accumulate") + ["Fetch_and_op",
                                                                                      "Compare_and_swap"]),
+    # Independent file I/O waits for no other process; MPI_File_delete is local.
+    ("waits", _with_c("File_read_all File_write_all File_read_at_all File_write_at_all File_read_ordered "
+                      "File_write_ordered File_read_all_begin File_write_all_begin File_read_at_all_begin "
+                      "File_write_at_all_begin File_read_ordered_begin File_write_ordered_begin")
+     + "File_open File_close File_set_size File_preallocate File_sync File_set_view File_set_atomicity "
+       "File_set_info File_seek_shared File_read_all_end File_write_all_end File_read_at_all_end "
+       "File_write_at_all_end File_read_ordered_end File_write_ordered_end Comm_accept Comm_connect Comm_join "
+       "Comm_spawn Comm_spawn_multiple Comm_create_from_group Intercomm_create_from_groups".split()),
 ]
 
 CALLS = {}

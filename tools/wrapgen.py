@@ -295,7 +295,9 @@ def main():
                           "class it: add it (collective, or pass to forward it as is)" % (n, inb))
             continue
         enter, leave = ("MSH_PASS_ENTER();", "MSH_PASS_EXIT();")
-        if short in UNSERIALIZED:
+        if cls == "waits":
+            enter, leave = ("MSH_WAIT_ENTER();", "MSH_WAIT_EXIT();")
+        elif short in UNSERIALIZED:
             enter, leave = ("", "")
         call = "%s(%s)" % (p, ", ".join(args))
         body.append("MSH_EXPORT %s %s(%s)\n" % (ret, n, plist))

@@ -44,10 +44,10 @@ static int part_registered(int rc, MPI_Comm newcomm)
             return part_registered(rc0, *(out));                    \
         }                                                           \
         msh_collective_gate(gate);                                  \
-        MSH_PASS_ENTER();                                           \
+        MSH_WAIT_ENTER();                                           \
         int rc = (call);                                            \
         rc = registered(rc, *(out), (parent), (info), (twin), (arg)); \
-        MSH_PASS_EXIT();                                            \
+        MSH_WAIT_EXIT();                                            \
         return rc;                                                  \
     } while (0)
 

@@ -15,6 +15,7 @@
 #include "vci/win.h"
 #include "partitioned/part.h"
 #include "mpishim.h"
+#include "sync/assist.h"
 #include "sync/watchdog.h"
 
 static const char *thread_level_name(int level)
@@ -244,6 +245,7 @@ MSH_EXPORT int MPI_Finalize(void)
     if (wins && (msh_cfg.stats || msh_cfg.verbose))
         msh_log("rank %d: %d windows were not freed by the program", msh_rt.world_rank, wins);
     if (msh_on()) {
+        msh_assist_stop();
         msh_watchdog_stop();
         msh_progress_fini();
         msh_queue_fini();

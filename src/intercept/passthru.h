@@ -8,6 +8,7 @@
 #define MSH_INTERCEPT_PASSTHRU_H
 
 #include "intercept/shim.h"
+#include "sync/assist.h"
 
 /* With queued posting, a pass-through call (Sendrecv_replace, the large-count
  * calls, ...) must not overtake the calling thread's queued posts. */
@@ -16,6 +17,16 @@
         msh_queue_drain_all();                                                                              \
     int msh_locked_ = msh_host_enter()
 #define MSH_PASS_EXIT()  msh_host_exit(msh_locked_)
+
+/* The same around a host call that may wait for another process (window
+ * synchronization, file collectives, ...): the lanes are read meanwhile
+ * (sync/assist.h). */
+#define MSH_WAIT_ENTER()                                                                                    \
+    int msh_assisted_ = msh_assist_enter();                                                                 \
+    MSH_PASS_ENTER()
+#define MSH_WAIT_EXIT()                                                                                     \
+    MSH_PASS_EXIT();                                                                                        \
+    msh_assist_exit(msh_assisted_)
 
 /* Names of the generated wrappers, for mpishim-info. */
 extern const char *const msh_passthru_names[];

@@ -89,9 +89,9 @@ MSH_EXPORT int MPI_Win_free(MPI_Win *win)
 {
     if (!tracked() || !win)
         return PMPI_Win_free(win);
-    MSH_PASS_ENTER();
+    MSH_WAIT_ENTER();
     int rc = msh_win_free(win);
-    MSH_PASS_EXIT();
+    MSH_WAIT_EXIT();
     return rc;
 }
 
@@ -160,12 +160,16 @@ static inline msh_win *split_win(MPI_Win win)
 
 #define WIN_SYNC(win, host_call, shim_call)                                                                      \
     do {                                                                                                          \
-        if (MSH_LIKELY(msh_win_direct()))                                                                         \
-            return host_call;                                                                                     \
+        if (MSH_LIKELY(msh_win_direct())) {                                                                       \
+            int a_ = msh_assist_enter();                                                                          \
+            int rc0_ = host_call;                                                                                 \
+            msh_assist_exit(a_);                                                                                  \
+            return rc0_;                                                                                          \
+        }                                                                                                         \
         msh_win *e = split_win(win);                                                                              \
-        MSH_PASS_ENTER();                                                                                         \
+        MSH_WAIT_ENTER();                                                                                         \
         int rc_ = e ? (shim_call) : (host_call);                                                                  \
-        MSH_PASS_EXIT();                                                                                          \
+        MSH_WAIT_EXIT();                                                                                          \
         return rc_;                                                                                               \
     } while (0)
 
@@ -247,13 +251,16 @@ MSH_EXPORT int MPI_Win_wait(MPI_Win win)
     if (!msh_on() || !msh_win_lookup(win))
         return PMPI_Win_wait(win);
     msh_win *e = split_win(win);
+    int assisted = msh_assist_enter();
     for (unsigned polls = 0;; polls++) {
         int flag = 0;
         MSH_PASS_ENTER();
         int rc = e ? msh_win_test(e, &flag) : PMPI_Win_test(win, &flag);
         MSH_PASS_EXIT();
-        if (rc != MPI_SUCCESS || flag)
+        if (rc != MPI_SUCCESS || flag) {
+            msh_assist_exit(assisted);
             return rc;
+        }
         /* A short epoch ends within a few tests: yield only after that. */
         if (polls >= WAIT_SPIN_POLLS)
             msh_idle();

@@ -1,0 +1,124 @@
+/* The helper that reads the lanes during blocking host calls (assist.h). */
+#define _GNU_SOURCE 1
+#include "sync/assist.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "sync/progress.h"
+
+/* The helper's first poll comes this long after a call starts, so that
+ * short calls (a fence between ranks that are all there) never wake it to
+ * poll; an empty poll doubles the pause up to BACKOFF_MAX_US. A rendezvous
+ * takes a few steps, so a stalled peer waits at most a few milliseconds. */
+#define FIRST_POLL_US 50
+#define BACKOFF_MAX_US 1000
+/* After the last call returns, the helper stays awake this long, so that a
+ * loop of such calls (fences) does not pay a wake-up each. */
+#define LINGER_US 20000
+
+static pthread_mutex_t mtx = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static pthread_t helper;
+static int stopping; /* under mtx */
+static _Atomic int started, stop_flag;
+/* Threads inside an assisted call, and whether the helper waits on cv for
+ * one: sequentially consistent, so that an entering thread sees the helper
+ * asleep or the helper sees the thread inside (no lost wake-up). */
+static _Atomic int inside;
+static _Atomic int asleep;
+
+static void pause_us(long us)
+{
+    struct timespec ts = { 0, us * 1000L };
+    nanosleep(&ts, NULL);
+}
+
+static int stopped(void)
+{
+    return atomic_load_explicit(&stop_flag, memory_order_acquire);
+}
+
+static int wanted(void)
+{
+    return atomic_load_explicit(&inside, memory_order_seq_cst) > 0 && !stopped();
+}
+
+/* Poll while a call is in progress. */
+static void assist_calls(void)
+{
+    long pause = FIRST_POLL_US;
+    while (wanted()) {
+        pause_us(pause);
+        if (!wanted())
+            break;
+        if (msh_progress_poll_all() > 0)
+            pause = FIRST_POLL_US;
+        else if ((pause *= 2) > BACKOFF_MAX_US)
+            pause = BACKOFF_MAX_US;
+    }
+}
+
+static void *assist_main(void *arg)
+{
+    (void)arg;
+    while (!stopped()) {
+        assist_calls();
+        for (long waited = 0; waited < LINGER_US && !wanted() && !stopped(); waited += BACKOFF_MAX_US)
+            pause_us(BACKOFF_MAX_US);
+        if (wanted() || stopped())
+            continue;
+        pthread_mutex_lock(&mtx);
+        atomic_store_explicit(&asleep, 1, memory_order_seq_cst);
+        while (!stopping && atomic_load_explicit(&inside, memory_order_seq_cst) == 0)
+            pthread_cond_wait(&cv, &mtx);
+        atomic_store_explicit(&asleep, 0, memory_order_relaxed);
+        pthread_mutex_unlock(&mtx);
+    }
+    return NULL;
+}
+
+int msh_assist_enter_slow(void)
+{
+    atomic_fetch_add_explicit(&inside, 1, memory_order_seq_cst);
+    if (MSH_LIKELY(atomic_load_explicit(&asleep, memory_order_seq_cst) == 0 &&
+                   atomic_load_explicit(&started, memory_order_acquire)))
+        return 1;
+    pthread_mutex_lock(&mtx);
+    if (!atomic_load_explicit(&started, memory_order_relaxed) && !stopping) {
+        /* The helper must not take the program's signals. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int ok = pthread_create(&helper, NULL, assist_main, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        atomic_store_explicit(&started, ok, memory_order_release);
+        if (!ok) {
+            stopping = 1; /* no second try */
+            msh_log("cannot start the thread that reads the lanes during blocking host calls: a peer that "
+                    "needs this process's lane traffic then may wait until the call returns");
+        }
+    }
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mtx);
+    return 1;
+}
+
+void msh_assist_exit_slow(void)
+{
+    atomic_fetch_sub_explicit(&inside, 1, memory_order_release);
+}
+
+void msh_assist_stop(void)
+{
+    pthread_mutex_lock(&mtx);
+    int join = atomic_load_explicit(&started, memory_order_relaxed);
+    stopping = 1;
+    atomic_store_explicit(&stop_flag, 1, memory_order_release);
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mtx);
+    if (join)
+        pthread_join(helper, NULL);
+}
