@@ -193,8 +193,7 @@ MSH_EXPORT {ret} {name}({plist})
 
 COLLECTIVE = """MSH_EXPORT {ret} {name}({plist})
 {{
-    if (!msh_on() || msh_coll_host_call({comm}))
-        return P{name}({args});
+    MSH_COLL_BY_HOST(P{name}({args}));
     MPI_Request r_;
     msh_coll_ctx c_ = msh_coll_enter({comm});
     int rc_ = P{twin}({args}, &r_);

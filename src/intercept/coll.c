@@ -56,8 +56,7 @@ static const int *empty_counts(const int counts[], MPI_Datatype type, MPI_Comm c
 
 MSH_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host_call(comm))
-        return PMPI_Bcast(buffer, count, datatype, root, comm);
+    MSH_COLL_BY_HOST(PMPI_Bcast(buffer, count, datatype, root, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
 #if defined(OPEN_MPI)
@@ -73,9 +72,8 @@ MSH_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const 
                              MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                              const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host_call(comm))
-        return PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                              recvtype, comm);
+    MSH_COLL_BY_HOST(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                                    recvtype, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
 #if defined(OPEN_MPI)
@@ -204,8 +202,7 @@ out:
 MSH_EXPORT int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                      void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host_call(comm))
-        return PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm);
+    MSH_COLL_BY_HOST(PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, rc, *arr = NULL, *perm = nbr_perm(NBR_A2A, comm, &n);
@@ -234,9 +231,8 @@ MSH_EXPORT int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[
                                       MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                                       const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host_call(comm))
-        return PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                                       recvtype, comm);
+    MSH_COLL_BY_HOST(PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                                             recvtype, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, *arr = NULL, *perm = nbr_perm(NBR_A2AV, comm, &n);
@@ -260,9 +256,8 @@ MSH_EXPORT int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[
                                       const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                                       const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
-    if (!msh_on() || msh_coll_host_call(comm))
-        return PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
-                                       recvtypes, comm);
+    MSH_COLL_BY_HOST(PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
+                                             recvtypes, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, *cnt = NULL, *perm = nbr_perm(NBR_A2AW, comm, &n);

@@ -32,18 +32,18 @@ static int part_registered(int rc, MPI_Comm newcomm)
 }
 
 /* A constructor's body: the host call, then the bookkeeping, inside the
- * user's collective call. gate: the communicator every member of which
- * makes the call (msh_collective_gate; MPI_COMM_NULL for none); parent:
+ * user's collective call, with the lanes read meanwhile (the host call
+ * waits for the other members, who may need this process's lane traffic
+ * first: sync/assist.h); parent:
  * the communicator whose hints the new one inherits (only MPI_Comm_dup's);
  * info: the hints given with the call; twin(arg): how its duplicates are
  * made (vci/comm.h). */
-#define MSH_CTOR_TWIN(gate, call, out, parent, info, twin, arg)      \
+#define MSH_CTOR_TWIN(call, out, parent, info, twin, arg)            \
     do {                                                            \
         if (!msh_on()) {                                            \
             int rc0 = (call);                                       \
             return part_registered(rc0, *(out));                    \
         }                                                           \
-        msh_collective_gate(gate);                                  \
         MSH_WAIT_ENTER();                                           \
         int rc = (call);                                            \
         rc = registered(rc, *(out), (parent), (info), (twin), (arg)); \
@@ -70,7 +70,7 @@ static int create_twin(const void *arg, MPI_Comm *out)
 #define MSH_CTOR(scope, call, out, parent, info)                          \
     do {                                                                  \
         create_twin_arg ta_ = { (scope), (out) };                         \
-        MSH_CTOR_TWIN(scope, call, out, parent, info, create_twin, &ta_); \
+        MSH_CTOR_TWIN(call, out, parent, info, create_twin, &ta_);        \
     } while (0)
 
 MSH_EXPORT int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
@@ -112,7 +112,7 @@ static int split_twin(const void *arg, MPI_Comm *out)
 MSH_EXPORT int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm)
 {
     split_arg a = { comm, color, key };
-    MSH_CTOR_TWIN(comm, PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, split_twin,
+    MSH_CTOR_TWIN(PMPI_Comm_split(comm, color, key, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, split_twin,
                   &a);
 }
 
@@ -133,7 +133,7 @@ static int create_again(const void *arg, MPI_Comm *out)
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
     create_arg a = { comm, group };
-    MSH_CTOR_TWIN(comm, PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, create_again,
+    MSH_CTOR_TWIN(PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, create_again,
                   &a);
 }
 
@@ -152,8 +152,7 @@ static int create_group_twin(const void *arg, MPI_Comm *out)
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
     create_group_arg a = { comm, group, tag };
-    /* no gate: only the group's members make the call */
-    MSH_CTOR_TWIN(MPI_COMM_NULL, PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL,
+    MSH_CTOR_TWIN(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL,
                   MPI_INFO_NULL, create_group_twin, &a);
 }
 
@@ -172,8 +171,7 @@ MSH_EXPORT int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader, MPI_C
                                    int tag, MPI_Comm *newintercomm)
 {
     intercomm_create_arg a = { local_comm, peer_comm, local_leader, remote_leader, tag };
-    MSH_CTOR_TWIN(local_comm,
-                  PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm),
+    MSH_CTOR_TWIN(PMPI_Intercomm_create(local_comm, local_leader, peer_comm, remote_leader, tag, newintercomm),
                   newintercomm, MPI_COMM_NULL, MPI_INFO_NULL, intercomm_create_twin, &a);
 }
 
@@ -191,7 +189,7 @@ static int merge_twin(const void *arg, MPI_Comm *out)
 MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm)
 {
     merge_arg a = { intercomm, high };
-    MSH_CTOR_TWIN(intercomm, PMPI_Intercomm_merge(intercomm, high, newintracomm), newintracomm, MPI_COMM_NULL,
+    MSH_CTOR_TWIN(PMPI_Intercomm_merge(intercomm, high, newintracomm), newintracomm, MPI_COMM_NULL,
                   MPI_INFO_NULL, merge_twin, &a);
 }
 

@@ -18,10 +18,9 @@ static inline int tracked(void)
 static int make(msh_win_args *a, MPI_Win *win)
 {
     a->split = msh_on();
-    msh_collective_gate(a->comm);
-    MSH_PASS_ENTER();
+    MSH_WAIT_ENTER();
     int rc = msh_win_make(a, win);
-    MSH_PASS_EXIT();
+    MSH_WAIT_EXIT();
     if (rc == MPI_ERR_NO_MEM)
         msh_error_comm(a->comm, rc);
     return rc;

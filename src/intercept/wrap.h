@@ -32,15 +32,20 @@ typedef struct {
     msh_vci *v; /* locked by msh_coll_begin; NULL on the solo path */
 } msh_coll_ctx;
 
-/* MPISHIM_COLL=host: the host's blocking call, once every member of comm
- * has arrived (msh_collective_gate). */
-static inline int msh_coll_host_call(MPI_Comm comm)
-{
-    if (!msh_coll_host())
-        return 0;
-    msh_collective_gate(comm);
-    return 1;
-}
+/* Without the runtime, or with MPISHIM_COLL=host: return the host's
+ * blocking call, which waits for the other members, with the lanes read
+ * meanwhile (sync/assist.h). */
+#define MSH_COLL_BY_HOST(call)                                                                              \
+    do {                                                                                                    \
+        if (!msh_on())                                                                                      \
+            return call;                                                                                    \
+        if (msh_coll_host()) {                                                                              \
+            int a_ = msh_assist_enter();                                                                    \
+            int rc_ = call;                                                                                 \
+            msh_assist_exit(a_);                                                                            \
+            return rc_;                                                                                     \
+        }                                                                                                   \
+    } while (0)
 
 static inline msh_coll_ctx msh_coll_enter(MPI_Comm comm)
 {

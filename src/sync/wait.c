@@ -290,26 +290,6 @@ int msh_host_wait(MPI_Request *req, MPI_Status *status)
     }
 }
 
-void msh_collective_gate(MPI_Comm comm)
-{
-    if (msh_tp_direct || comm == MPI_COMM_NULL || !msh_on() || !msh_comm_lookup(comm))
-        return;
-    MPI_Request q;
-    int locked = msh_host_enter();
-    int rc = PMPI_Ibarrier(comm, &q);
-    msh_host_exit(locked);
-    while (rc == MPI_SUCCESS) {
-        int f = 0;
-        locked = msh_host_enter();
-        rc = PMPI_Test(&q, &f, MPI_STATUS_IGNORE);
-        msh_host_exit(locked);
-        if (f)
-            return;
-        if (msh_progress_poll_all() == 0)
-            sched_yield();
-    }
-}
-
 /* Tests between clock reads: a test costs about as much as a clock read. */
 #define MSH_TESTS_PER_CLOCK 4
 

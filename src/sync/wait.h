@@ -112,16 +112,6 @@ int msh_req_cancel(msh_request *r);
  * poll the runtime's progress, or give the core away. */
 void msh_idle(void);
 
-/* Before a blocking host call that is collective over comm (a
- * communicator or window constructor, MPISHIM_COLL=host): while a lane is
- * open, wait for every member to arrive, polling every VCI meanwhile. A
- * member inside the host's blocking call moves no lane traffic, and a peer
- * may still wait for some that only this process can move (the
- * rendezvous of a buffered send) before it makes the same call. Skipped
- * on the host transport, and for a communicator the shim does not know;
- * the host's own call follows in any case, and reports what is wrong. */
-void msh_collective_gate(MPI_Comm comm);
-
 /* Wait for a host request by testing it (under the host lock when the host
  * is serialized) and idling between tests. For forwarded blocking calls
  * while msh_sweep_wanted(): the host must not block then. */
