@@ -21,6 +21,20 @@ void msh_win_direct_runtime(int on)
 }
 
 /* One more or one less window with K > 1. */
+/* Each internal window beyond the user's, and the communicator under them,
+ * takes one of the host's communicator context ids, of which MPICH has
+ * 2048 per process: with K internal windows a program's 500 windows would
+ * need 2500 (MPICH's own rma/window_creation aborted with "Too many
+ * communicators" at 4 VCIs). Past this many such extra objects alive in
+ * the process, a new window is made as the host would make it. */
+#define EXTRA_MAX 512
+static _Atomic int extra_alive;
+
+static int extra_of(const msh_win *e)
+{
+    return e->k - 1 + (e->inner != MPI_COMM_NULL);
+}
+
 static void split_count(int d)
 {
     atomic_fetch_add_explicit(&msh_win_nsplit, d, memory_order_relaxed);
@@ -157,6 +171,9 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     if (a->split) {
         agree[0] = choose_k(a);
         agree[1] = choose_passive(a);
+        int extra = agree[0] - 1 + (agree[0] > 1 || agree[1]);
+        if (extra > 0 && atomic_load_explicit(&extra_alive, memory_order_relaxed) + extra > EXTRA_MAX)
+            agree[0] = 1, agree[1] = 0; /* the ranks agree on the smallest */
         int rc = PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MIN, a->comm);
         if (rc != MPI_SUCCESS)
             return rc;
@@ -197,6 +214,7 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     if (rc == MPI_SUCCESS)
         rc = msh_htab_insert(&msh_win_table, &e->h);
     if (rc == MPI_SUCCESS) {
+        atomic_fetch_add_explicit(&extra_alive, extra_of(e), memory_order_relaxed);
         if (k > 1)
             split_count(1);
         if (e->arrive == MPI_COMM_NULL)
@@ -223,6 +241,7 @@ int msh_win_free(MPI_Win *win)
     msh_win *e = (msh_win *)msh_htab_remove(&msh_win_table, msh_handle_key(win, sizeof *win));
     int rc = MPI_SUCCESS;
     if (e) {
+        atomic_fetch_sub_explicit(&extra_alive, extra_of(e), memory_order_relaxed);
         if (e->k > 1)
             split_count(-1);
         if (e->arrive != MPI_COMM_NULL) {
