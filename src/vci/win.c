@@ -20,7 +20,6 @@ void msh_win_direct_runtime(int on)
     atomic_fetch_add_explicit(&msh_win_gate, on ? -1 : 1, memory_order_relaxed);
 }
 
-/* One more or one less window with K > 1. */
 /* Each internal window beyond the user's, and the communicator under them,
  * takes one of the host's communicator context ids, of which MPICH has
  * 2048 per process: with K internal windows a program's 500 windows would
@@ -35,6 +34,7 @@ static int extra_of(const msh_win *e)
     return e->k - 1 + (e->inner != MPI_COMM_NULL);
 }
 
+/* One more or one less window with K > 1. */
 static void split_count(int d)
 {
     atomic_fetch_add_explicit(&msh_win_nsplit, d, memory_order_relaxed);
