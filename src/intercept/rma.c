@@ -157,6 +157,8 @@ static inline msh_win *split_win(MPI_Win win)
     return e && e->k > 1 ? e : NULL;
 }
 
+/* A call that may wait for other processes, with the lanes read meanwhile
+ * (sync/assist.h). */
 #define WIN_SYNC(win, host_call, shim_call)                                                                      \
     do {                                                                                                          \
         if (MSH_LIKELY(msh_win_direct())) {                                                                       \
@@ -169,6 +171,18 @@ static inline msh_win *split_win(MPI_Win win)
         MSH_WAIT_ENTER();                                                                                         \
         int rc_ = e ? (shim_call) : (host_call);                                                                  \
         MSH_WAIT_EXIT();                                                                                          \
+        return rc_;                                                                                               \
+    } while (0)
+
+/* A call that never waits (post, test, sync, attach, detach): no helper. */
+#define WIN_LOCAL(win, host_call, shim_call)                                                                     \
+    do {                                                                                                          \
+        if (MSH_LIKELY(msh_win_direct()))                                                                         \
+            return host_call;                                                                                     \
+        msh_win *e = split_win(win);                                                                              \
+        MSH_PASS_ENTER();                                                                                         \
+        int rc_ = e ? (shim_call) : (host_call);                                                                  \
+        MSH_PASS_EXIT();                                                                                          \
         return rc_;                                                                                               \
     } while (0)
 
@@ -223,7 +237,7 @@ MSH_EXPORT int MPI_Win_fence(int assert_, MPI_Win win)
 
 MSH_EXPORT int MPI_Win_post(MPI_Group group, int assert_, MPI_Win win)
 {
-    WIN_SYNC(win, PMPI_Win_post(group, assert_, win), msh_win_post(e, group, assert_));
+    WIN_LOCAL(win, PMPI_Win_post(group, assert_, win), msh_win_post(e, group, assert_));
 }
 
 MSH_EXPORT int MPI_Win_start(MPI_Group group, int assert_, MPI_Win win)
@@ -238,7 +252,7 @@ MSH_EXPORT int MPI_Win_complete(MPI_Win win)
 
 MSH_EXPORT int MPI_Win_test(MPI_Win win, int *flag)
 {
-    WIN_SYNC(win, PMPI_Win_test(win, flag), msh_win_test(e, flag));
+    WIN_LOCAL(win, PMPI_Win_test(win, flag), msh_win_test(e, flag));
 }
 
 /* The end of an exposure epoch waits for the origins' MPI_Win_complete,
@@ -331,15 +345,15 @@ MSH_EXPORT int MPI_Win_flush_local_all(MPI_Win win)
 
 MSH_EXPORT int MPI_Win_sync(MPI_Win win)
 {
-    WIN_SYNC(win, PMPI_Win_sync(win), msh_win_sync(e));
+    WIN_LOCAL(win, PMPI_Win_sync(win), msh_win_sync(e));
 }
 
 MSH_EXPORT int MPI_Win_attach(MPI_Win win, void *base, MPI_Aint size)
 {
-    WIN_SYNC(win, PMPI_Win_attach(win, base, size), msh_win_attach(e, base, size));
+    WIN_LOCAL(win, PMPI_Win_attach(win, base, size), msh_win_attach(e, base, size));
 }
 
 MSH_EXPORT int MPI_Win_detach(MPI_Win win, const void *base)
 {
-    WIN_SYNC(win, PMPI_Win_detach(win, base), msh_win_detach(e, base));
+    WIN_LOCAL(win, PMPI_Win_detach(win, base), msh_win_detach(e, base));
 }
