@@ -175,7 +175,7 @@ RMA_ROUTED = """static MSH_NOINLINE {ret} msh_routed_{name}({plist})
 {{
     if (!msh_on())
         return P{name}({args});
-    MPI_Win w_ = msh_win_route_{cls}({win}, {target});
+    MPI_Win w_ = msh_rma_route_{cls}({win}, {target});
     MSH_PASS_ENTER();
     int rc_ = P{name}({routed_args});
     MSH_PASS_EXIT();

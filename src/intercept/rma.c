@@ -3,8 +3,10 @@
  * and destructor, synchronization over every internal window, and the
  * queries the shim must answer for the user window (src/vci/win.h). */
 #include "core/error.h"
+#include "core/log.h"
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
+#include "intercept/wrap.h"
 #include "vci/win.h"
 
 /* Window calls go through the shim unless it is disabled: the MPI_Win_allocate
@@ -278,6 +280,17 @@ MSH_EXPORT int MPI_Win_wait(MPI_Win win)
         if (polls >= WAIT_SPIN_POLLS)
             msh_idle();
     }
+}
+
+/* An error here leaves the window unlocked: the operation then fails on it
+ * and reports through the user window's handler (wrap.h, msh_rma_leave). */
+void msh_rma_extend(msh_win *e, int target)
+{
+    MSH_WAIT_ENTER();
+    int rc = msh_win_extend(e, target);
+    MSH_WAIT_EXIT();
+    if (rc != MPI_SUCCESS)
+        msh_log("MPI_Win_lock of an internal window for target %d failed (error %d)", target, rc);
 }
 
 MSH_EXPORT int MPI_Win_lock(int lock_type, int rank, int assert_, MPI_Win win)

@@ -68,6 +68,28 @@ static inline int msh_coll_leave(msh_coll_ctx c, int rc, MPI_Request req)
 
 /* ------------------------------------------------------------ routed RMA */
 
+/* The target's lock epoch locks the routed window first (vci/win.h,
+ * msh_win_tlock); the lanes are read while it waits for the target. */
+void msh_rma_extend(msh_win *e, int target);
+
+static inline MPI_Win msh_rma_route_data(MPI_Win w, int target)
+{
+    msh_win *extend = NULL;
+    MPI_Win r = msh_win_route_data(w, target, &extend);
+    if (MSH_UNLIKELY(extend != NULL))
+        msh_rma_extend(extend, target);
+    return r;
+}
+
+static inline MPI_Win msh_rma_route_acc(MPI_Win w, int target)
+{
+    msh_win *extend = NULL;
+    MPI_Win r = msh_win_route_acc(w, target, &extend);
+    if (MSH_UNLIKELY(extend != NULL))
+        msh_rma_extend(extend, target);
+    return r;
+}
+
 /* After the host call on the routed window w: an internal window returns
  * errors, so the user window's handler is called here. */
 static inline int msh_rma_leave(MPI_Win user, MPI_Win w, int rc)

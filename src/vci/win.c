@@ -119,6 +119,8 @@ static void entry_free(msh_win *e)
 {
     if (e->inner != MPI_COMM_NULL)
         PMPI_Comm_free(&e->inner);
+    pthread_mutex_destroy(&e->extend_mu);
+    free((void *)e->nheld); /* the start of the block tl lies in */
     free(e->wins);
     free(e->tmap);
     free(e->sizes);
@@ -134,6 +136,7 @@ static int entry_new(msh_win_args *a, MPI_Win w, int k, msh_win **out)
     if (!e)
         return MPI_ERR_NO_MEM;
     e->arrive = e->inner = MPI_COMM_NULL;
+    pthread_mutex_init(&e->extend_mu, NULL);
     e->user = w;
     e->h.key = msh_handle_key(&w, sizeof w);
     e->k = k;
@@ -358,11 +361,40 @@ int msh_win_test(msh_win *e, int *flag)
     return done(e, rc, at);
 }
 
-/* Fixed order 0..K-1 on every process: two exclusive lockers meet at
- * window 0 first, so neither can hold one window the other waits for. */
+/* The per-target table of lock epochs (win.h, msh_win_tlock), made at the
+ * first lock of a window routed by target; NULL if memory runs out (the
+ * epoch then locks every window, as under thread routing). The counters go
+ * first in the block, so they are aligned. */
+static msh_win_tlock *tlocks(msh_win *e)
+{
+    msh_win_tlock *tl = atomic_load_explicit(&e->tl, memory_order_acquire);
+    if (tl || e->route != MSH_WIN_ROUTE_TARGET)
+        return tl;
+    size_t held = ((size_t)e->k * sizeof(_Atomic int) + sizeof(msh_win_tlock) - 1) / sizeof(msh_win_tlock);
+    msh_win_tlock *block = calloc(held + (size_t)e->nranks, sizeof *block);
+    if (!block)
+        return NULL;
+    pthread_mutex_lock(&e->extend_mu);
+    tl = atomic_load_explicit(&e->tl, memory_order_relaxed);
+    if (!tl) {
+        e->nheld = (_Atomic int *)block;
+        tl = block + held;
+        atomic_store_explicit(&e->tl, tl, memory_order_release);
+        block = NULL;
+    }
+    pthread_mutex_unlock(&e->extend_mu);
+    free(block);
+    return tl;
+}
+
+/* Every window in the fixed order 0..K-1 on every process: two exclusive
+ * lockers meet at window 0 first, so neither can hold one window the other
+ * waits for. Under target routing only window 0 now (msh_win_tlock). */
 int msh_win_lock(msh_win *e, int type, int rank, int assert_)
 {
-    for (int i = 0; i < e->k; i++) {
+    msh_win_tlock *tl = rank >= 0 && rank < e->nranks ? tlocks(e) : NULL;
+    int n = tl ? 1 : e->k;
+    for (int i = 0; i < n; i++) {
         int rc = PMPI_Win_lock(type, rank, assert_, e->wins[i]);
         if (rc != MPI_SUCCESS) {
             for (int j = i - 1; j >= 0; j--)
@@ -370,14 +402,49 @@ int msh_win_lock(msh_win *e, int type, int rank, int assert_)
             return done(e, rc, i);
         }
     }
+    if (tl) {
+        tl[rank].type = type;
+        tl[rank].assert_ = assert_;
+        atomic_store_explicit(&tl[rank].state, MSH_WIN_TL_W0, memory_order_release);
+        atomic_fetch_add_explicit(&e->nlocked, 1, memory_order_relaxed);
+    }
     return MPI_SUCCESS;
+}
+
+int msh_win_extend(msh_win *e, int target)
+{
+    msh_win_tlock *tl = atomic_load_explicit(&e->tl, memory_order_acquire);
+    int j = e->tmap[target], rc = MPI_SUCCESS;
+    pthread_mutex_lock(&e->extend_mu);
+    if (atomic_load_explicit(&tl[target].state, memory_order_relaxed) == MSH_WIN_TL_W0) {
+        rc = PMPI_Win_lock(tl[target].type, target, tl[target].assert_, e->wins[j]);
+        if (rc == MPI_SUCCESS) {
+            atomic_fetch_add_explicit(&e->nheld[j], 1, memory_order_relaxed);
+            atomic_store_explicit(&tl[target].state, MSH_WIN_TL_BOTH, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&e->extend_mu);
+    return rc;
 }
 
 int msh_win_unlock(msh_win *e, int rank)
 {
     int rc = MPI_SUCCESS, at = 0;
-    for (int i = e->k - 1; i >= 0; i--)
-        KEEP(i, PMPI_Win_unlock(rank, e->wins[i]));
+    msh_win_tlock *tl = rank >= 0 && rank < e->nranks ? atomic_load_explicit(&e->tl, memory_order_acquire) : NULL;
+    int state = tl ? atomic_load_explicit(&tl[rank].state, memory_order_acquire) : MSH_WIN_TL_NONE;
+    if (state == MSH_WIN_TL_NONE) { /* every window (or no epoch: the host's error) */
+        for (int i = e->k - 1; i >= 0; i--)
+            KEEP(i, PMPI_Win_unlock(rank, e->wins[i]));
+        return done(e, rc, at);
+    }
+    if (state == MSH_WIN_TL_BOTH) {
+        int j = e->tmap[rank];
+        KEEP(j, PMPI_Win_unlock(rank, e->wins[j]));
+        atomic_fetch_sub_explicit(&e->nheld[j], 1, memory_order_relaxed);
+    }
+    KEEP(0, PMPI_Win_unlock(rank, e->wins[0]));
+    atomic_store_explicit(&tl[rank].state, MSH_WIN_TL_NONE, memory_order_relaxed);
+    atomic_fetch_sub_explicit(&e->nlocked, 1, memory_order_relaxed);
     return done(e, rc, at);
 }
 
@@ -409,12 +476,25 @@ static int flush_one(MPI_Win w, int rank, int local)
     return local ? PMPI_Win_flush_local(rank, w) : PMPI_Win_flush(rank, w);
 }
 
+/* Internal window i while lock epochs of target routing are open: only a
+ * window some epoch has locked can hold operations, and the host rejects a
+ * flush or sync of one without an epoch. (A process cannot have a lock_all
+ * epoch on the window at the same time.) */
+static int in_epoch(msh_win *e, int i)
+{
+    if (i == 0 || MSH_LIKELY(atomic_load_explicit(&e->nlocked, memory_order_relaxed) == 0))
+        return 1;
+    return !atomic_load_explicit(&e->tl, memory_order_acquire) ||
+           atomic_load_explicit(&e->nheld[i], memory_order_relaxed) > 0;
+}
+
 /* Which windows can hold operations (the flags are sticky and set before
  * the operation is made, so a flush that must complete an operation sees
  * its flag): window 0 alone while one thread has made Puts and Gets and no
  * accumulate went elsewhere (win.h, msh_win_solo). Else, with target
  * routing, every operation to a rank used that rank's window, or window 0
- * in the one-thread period: those two need flushing. */
+ * in the one-thread period: those two need flushing, less the rank's
+ * window while its lock epoch has not locked it. */
 int msh_win_flush(msh_win *e, int rank, int local)
 {
     int spread = atomic_load_explicit(&e->spread, memory_order_relaxed);
@@ -423,13 +503,17 @@ int msh_win_flush(msh_win *e, int rank, int local)
     int rc = MPI_SUCCESS, at = 0;
     if (rank >= 0 && rank < e->nranks && e->route == MSH_WIN_ROUTE_TARGET) {
         int t = e->tmap[rank];
+        msh_win_tlock *tl = atomic_load_explicit(&e->tl, memory_order_acquire);
+        if (tl && atomic_load_explicit(&tl[rank].state, memory_order_acquire) == MSH_WIN_TL_W0)
+            t = 0;
         KEEP(t, flush_one(e->wins[t], rank, local));
         if (t != 0 && atomic_load_explicit(&e->solo, memory_order_relaxed) != 0)
             KEEP(0, flush_one(e->wins[0], rank, local));
         return done(e, rc, at);
     }
     for (int i = 0; i < e->k; i++)
-        KEEP(i, flush_one(e->wins[i], rank, local));
+        if (in_epoch(e, i))
+            KEEP(i, flush_one(e->wins[i], rank, local));
     return done(e, rc, at);
 }
 
@@ -437,7 +521,8 @@ int msh_win_sync(msh_win *e)
 {
     int rc = MPI_SUCCESS, at = 0;
     for (int i = 0; i < e->k; i++)
-        KEEP(i, PMPI_Win_sync(e->wins[i]));
+        if (in_epoch(e, i))
+            KEEP(i, PMPI_Win_sync(e->wins[i]));
     return done(e, rc, at);
 }
 

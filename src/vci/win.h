@@ -44,6 +44,7 @@
 #define MSH_VCI_WIN_H
 
 #include <mpi.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -51,6 +52,19 @@
 #include "core/htab.h"
 
 #define MSH_WIN_MAX_K 64
+
+/* A target's lock epoch under target routing. Window 0 carries the epoch
+ * (every epoch to that target locks it first, so exclusive epochs exclude
+ * each other there); the target's own window tmap[t] is locked at the first
+ * operation routed to it, with the same type and assertion. A thread alone
+ * making Puts and Gets stays on window 0 and pays one lock, as without the
+ * shim; taking window 0 first and tmap[t] > 0 second keeps every process's
+ * order increasing, as MPI_Win_lock_all's is. */
+enum { MSH_WIN_TL_NONE, MSH_WIN_TL_W0, MSH_WIN_TL_BOTH };
+typedef struct msh_win_tlock {
+    _Atomic int state; /* MSH_WIN_TL_* */
+    int type, assert_;
+} msh_win_tlock;
 
 typedef struct msh_win {
     msh_hent h;                 /* side-table key: the handle */
@@ -77,6 +91,13 @@ typedef struct msh_win {
     MPI_Comm arrive;            /* fence over passive target (MPISHIM_WIN_FENCE, info
                                  * mpishim_win_fence = passive): inner, for the fence's
                                  * barrier; else MPI_COMM_NULL */
+    /* Lock epochs under target routing, allocated together at the first
+     * MPI_Win_lock: one entry per target, and per internal window the
+     * number of targets whose epoch has locked it too. */
+    _Atomic(msh_win_tlock *) tl;
+    _Atomic int *nheld;         /* set before tl */
+    _Atomic int nlocked;        /* targets with an epoch open through tl */
+    pthread_mutex_t extend_mu;  /* one thread locks a target's window at a time */
 } msh_win;
 
 extern msh_htab msh_win_table;
@@ -111,8 +132,21 @@ static inline msh_win *msh_win_lookup(MPI_Win w)
     return (msh_win *)msh_htab_lookup(&msh_win_table, msh_handle_key(&w, sizeof w));
 }
 
-/* Internal window for an accumulate-type operation to target. */
-static inline MPI_Win msh_win_route_acc(MPI_Win w, int target)
+/* Window j of the target's lock epoch is still to be locked (see
+ * msh_win_tlock). Relaxed for the count: the program orders a thread's
+ * operation after the MPI_Win_lock that opened its epoch. */
+static inline int msh_win_unlocked(msh_win *e, int target, int j)
+{
+    if (j == 0 || MSH_LIKELY(atomic_load_explicit(&e->nlocked, memory_order_relaxed) == 0))
+        return 0;
+    msh_win_tlock *tl = atomic_load_explicit(&e->tl, memory_order_acquire);
+    return tl && atomic_load_explicit(&tl[target].state, memory_order_acquire) == MSH_WIN_TL_W0;
+}
+
+/* Internal window for an accumulate-type operation to target; *extend is
+ * set to the window's entry when the target's lock epoch must first lock
+ * it (msh_win_extend). */
+static inline MPI_Win msh_win_route_acc(MPI_Win w, int target, msh_win **extend)
 {
     if (MSH_LIKELY(atomic_load_explicit(&msh_win_nsplit, memory_order_relaxed) == 0))
         return w;
@@ -122,6 +156,8 @@ static inline MPI_Win msh_win_route_acc(MPI_Win w, int target)
     int t = e->tmap[target];
     if (t != 0 && !atomic_load_explicit(&e->acc_others, memory_order_relaxed))
         atomic_store_explicit(&e->acc_others, 1, memory_order_relaxed); /* flushes look (win.c) */
+    if (MSH_UNLIKELY(msh_win_unlocked(e, target, t)))
+        *extend = e;
     return e->wins[t];
 }
 
@@ -151,8 +187,8 @@ static inline int msh_win_solo(msh_win *e)
     return 0;
 }
 
-/* Internal window for a Put or Get to target. */
-static inline MPI_Win msh_win_route_data(MPI_Win w, int target)
+/* Internal window for a Put or Get to target (*extend as above). */
+static inline MPI_Win msh_win_route_data(MPI_Win w, int target, msh_win **extend)
 {
     if (MSH_LIKELY(atomic_load_explicit(&msh_win_nsplit, memory_order_relaxed) == 0))
         return w;
@@ -163,7 +199,10 @@ static inline MPI_Win msh_win_route_data(MPI_Win w, int target)
         int s = msh_win_thread_slot >= 0 ? msh_win_thread_slot : msh_win_thread_slot_assign();
         return e->wins[s % e->k];
     }
-    return e->wins[e->tmap[target]];
+    int t = e->tmap[target];
+    if (MSH_UNLIKELY(msh_win_unlocked(e, target, t)))
+        *extend = e;
+    return e->wins[t];
 }
 
 /* How a window is to be made, from the user's call. */
@@ -194,6 +233,9 @@ int msh_win_start(msh_win *e, MPI_Group g, int assert_);
 int msh_win_complete(msh_win *e);
 int msh_win_test(msh_win *e, int *flag);
 int msh_win_lock(msh_win *e, int type, int rank, int assert_);
+/* Lock the target's own window in its open lock epoch (msh_win_tlock);
+ * nothing if another thread did. May wait for the target. */
+int msh_win_extend(msh_win *e, int target);
 int msh_win_unlock(msh_win *e, int rank);
 int msh_win_lock_all(msh_win *e, int assert_);
 int msh_win_unlock_all(msh_win *e);

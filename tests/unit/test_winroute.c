@@ -4,6 +4,8 @@
  * one, Puts and Gets of every thread go to their target's window, and stay
  * there. Accumulates always go to their target's window, and mark the
  * window as having operations beyond window 0 (which flushes look at).
+ * In a target's lock epoch that holds window 0 alone, an operation routed
+ * to the target's window asks for that window to be locked first.
  *
  * No MPI calls: the entry is built by hand as msh_win_make would, with
  * made-up handles, and put into the window table. */
@@ -27,11 +29,28 @@ static int same(MPI_Win a, MPI_Win b)
     return memcmp(&a, &b, sizeof a) == 0;
 }
 
+/* Routing with no lock epoch to extend. */
+static MPI_Win data(int t)
+{
+    msh_win *extend = NULL;
+    MPI_Win w = msh_win_route_data(wins[0], t, &extend);
+    EXPECT(extend == NULL);
+    return w;
+}
+
+static MPI_Win acc(int t)
+{
+    msh_win *extend = NULL;
+    MPI_Win w = msh_win_route_acc(wins[0], t, &extend);
+    EXPECT(extend == NULL);
+    return w;
+}
+
 /* Every target from this thread goes to window 0 (want_solo) or to its own. */
 static void expect_routes(int want_solo)
 {
     for (int t = 0; t < NRANKS; t++) {
-        MPI_Win got = msh_win_route_data(wins[0], t);
+        MPI_Win got = data(t);
         EXPECT(same(got, want_solo ? wins[0] : wins[t % K]));
     }
 }
@@ -66,9 +85,9 @@ int main(void)
 
     /* An accumulate to rank 0 stays on window 0; to rank 1 it goes to
      * window 1 and marks the others as used. */
-    EXPECT(same(msh_win_route_acc(wins[0], 0), wins[0]));
+    EXPECT(same(acc(0), wins[0]));
     EXPECT(atomic_load(&entry.acc_others) == 0);
-    EXPECT(same(msh_win_route_acc(wins[0], 1), wins[1]));
+    EXPECT(same(acc(1), wins[1]));
     EXPECT(atomic_load(&entry.acc_others) == 1);
 
     pthread_t th;
@@ -78,8 +97,27 @@ int main(void)
     expect_routes(0); /* the first thread spreads too, from now on */
 
     /* MPI_PROC_NULL and ranks outside the group: the user's window. */
-    EXPECT(same(msh_win_route_data(wins[0], MPI_PROC_NULL), wins[0]));
-    EXPECT(same(msh_win_route_data(wins[0], NRANKS), wins[0]));
+    EXPECT(same(data(MPI_PROC_NULL), wins[0]));
+    EXPECT(same(data(NRANKS), wins[0]));
+
+    /* Lock epochs to targets 1 (window 0 locked alone) and 2 (its own
+     * window locked too): only an operation to 1 asks for the extension;
+     * one to 4 (window 0) does not, whatever its epoch. */
+    static msh_win_tlock tl[NRANKS];
+    atomic_store(&tl[1].state, MSH_WIN_TL_W0);
+    atomic_store(&tl[2].state, MSH_WIN_TL_BOTH);
+    atomic_store(&tl[4].state, MSH_WIN_TL_W0);
+    atomic_store(&entry.tl, tl);
+    atomic_store(&entry.nlocked, 3);
+    msh_win *extend = NULL;
+    EXPECT(same(msh_win_route_data(wins[0], 1, &extend), wins[1]) && extend == &entry);
+    extend = NULL;
+    EXPECT(same(msh_win_route_acc(wins[0], 1, &extend), wins[1]) && extend == &entry);
+    EXPECT(same(data(2), wins[2]) && same(acc(2), wins[2]));
+    EXPECT(same(data(4), wins[0]) && same(acc(4), wins[0]));
+    EXPECT(same(data(3), wins[3])); /* no epoch of its own: lock_all, fence or PSCW */
+    atomic_store(&entry.nlocked, 0);
+    EXPECT(same(data(1), wins[1])); /* no epoch open through the table */
 
     msh_htab_remove(&msh_win_table, entry.h.key);
     if (failures == 0)
