@@ -103,7 +103,7 @@ version() { "$build/mpishim-info" --host "$1" 2> /dev/null | sed -n 's/^host MPI
     [ -z "${MSH_DELAY:-}${MSH_LOSS:-}" ] || echo "link: delay ${MSH_DELAY:-none} jitter ${MSH_JITTER:-none} loss ${MSH_LOSS:-0}%"
     for host in "${hosts[@]}"; do echo "$host: $(version "$host")"; done
     h=$(wc -l < "$results/multinode-finalize-hangs.csv")
-    [ "$h" -eq 0 ] || echo "$h runs hung in MPI_Finalize after their result (MPICH 4.0.2 over UCX/TCP, pmodels/mpich#6596): ended, result kept"
+    [ "$h" -eq 0 ] || echo "$h runs hung in MPI_Finalize after their result (MPICH 4.0.2 over UCX/TCP, raw too): ended, result kept"
     echo
     printf '%-8s %2s %9s %9s %11s %10s %12s\n' host T raw shim everywhere shim/raw shim/rawT1
     awk -F, 'NR > 1 && $5 != "NaN" { k = $1 SUBSEP $2 SUBSEP $3; n[k]++; v[k, n[k]] = $5 + 0 }

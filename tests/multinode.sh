@@ -104,7 +104,7 @@ run)
     [ "$host" = mpich ] && [ "$mode" != notcp ] || exec "$cluster" exec 0 "${job[@]}"
     # MPICH 4.0.2 ch4:ucx over TCP hangs in MPI_Finalize in about 1 run of 3,
     # raw host too (one rank waits in PMI's barrier while a peer waits in
-    # ucp_disconnect for it; pmodels/mpich#6596, fixed after 4.0). A test
+    # ucp_disconnect for it; MPICH removed that barrier after 4.0). A test
     # prints its OK line after its last check and a barrier of all ranks,
     # just before MPI_Finalize: when the job is still there MN_FINALIZE_GRACE
     # seconds (default 10) after that line, it is ended and reported as a
@@ -123,7 +123,7 @@ run)
             wait "$pid" 2> /dev/null || true
             cat "$out"
             rm -f "$out"
-            echo "SKIP multinode: all checks passed, then MPI_Finalize hung (MPICH 4.0.2 ch4:ucx over TCP, raw too: pmodels/mpich#6596)"
+            echo "SKIP multinode: all checks passed, then MPI_Finalize hung (MPICH 4.0.2 ch4:ucx over TCP, raw too)"
             exit 0
         fi
         sleep 0.2

@@ -171,8 +171,8 @@ int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, i
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     if (!persistent && source == MPI_PROC_NULL) {
         /* Completes at once. The host's blocking receive gives the status
-         * the standard asks for (MPICH 4.0's Irecv reports source 0, tag 0:
-         * pmodels/mpich#6805), and it cannot block. */
+         * the standard asks for (MPICH 4.0's Irecv reports source 0, tag 0,
+         * fixed in 4.2), and it cannot block. */
         rc = PMPI_Recv(buf, count > INT_MAX ? 0 : (int)count, dt, source, tag, rt.comm, &r->status);
         if (rc == MPI_SUCCESS) {
             r->status.MPI_ERROR = MPI_SUCCESS;

@@ -35,8 +35,8 @@ static int rank, size;
 
 /* Known MPICH 4.0.2 deviation, observed raw: blocking (and nonblocking)
  * Neighbor_alltoallv/w still pair coinciding neighbours' blocks in list
- * order (MPICH fixed Neighbor_alltoall; pmodels/mpich#5777 fixed the
- * nonblocking v/w forms on main later). Newer versions are assumed fixed
+ * order (MPICH fixed Neighbor_alltoall, and the
+ * nonblocking v/w forms later). Newer versions are assumed fixed
  * until seen. */
 #if defined(MPICH_NUMVERSION) && defined(MPICH_CALC_VERSION)
 #if MPICH_NUMVERSION < MPICH_CALC_VERSION(4, 1, 0, 0, 0)
@@ -103,7 +103,7 @@ static void check_grid(int ndims, const int *dims, const int *periods)
                 char msg[160];
                 snprintf(msg, sizeof msg, "%s, dims %d x %d, dimension %d: blocks in list order", names[kind],
                          dims[0], ndims > 1 ? dims[1] : 1, d);
-                if (test_known_deviation(msg, "MPICH 4.0.2 Neighbor_alltoallv/w, pmodels/mpich#5777"))
+                if (test_known_deviation(msg, "MPICH 4.0.2 Neighbor_alltoallv/w"))
                     continue;
             }
             CHECK(rb[2 * d] == want_lo && rb[2 * d + 1] == want_hi,

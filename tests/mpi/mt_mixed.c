@@ -275,7 +275,7 @@ static void poll_status(struct worker *w, int round, int kind, int k, MPI_Reques
     CHECK(r[k] == keep, WHERE "MPI_Request_get_status changed the handle", WARGS);
 }
 
-/* Host bug (MPICH, seen on 4.0.2, still in pmodels/mpich master's
+/* Host bug (MPICH, seen on 4.0.2, still in MPICH's development sources,
  * src/mpi/request/request_impl.c): MPIR_Waitall_state, on an array that
  * contains MPI_REQUEST_NULL, asserts
  *     MPIR_Assert(request_ptrs[i]->kind != MPIR_REQUEST_KIND__GREQUEST)
@@ -302,7 +302,7 @@ static void decide_waitall_workaround(void)
             test_known_deviation("MPI_Waitall with MPI_REQUEST_NULL entries aborts (MPIR_Assert) on a "
                                  "generalized request completed later by another thread; the Waitall "
                                  "round completes it before calling MPI_Waitall",
-                                 "MPICH request_impl.c MPIR_Waitall_state, cf. pmodels/mpich#164");
+                                 "MPICH request_impl.c MPIR_Waitall_state");
 #endif
 }
 

@@ -10,7 +10,7 @@ static int rank, size, left, right;
 /* Known MPICH deviations, tolerated only in exactly the observed form, only on
  * the versions gated here, and always reported on stderr:
  *  - NB: a NONBLOCKING receive from MPI_PROC_NULL completes with source 0 and
- *    tag 0 (pmodels/mpich#6805, fixed by PR #6819 for 4.2).
+ *    tag 0 (fixed in MPICH 4.2).
  *  - PERSISTENT: a started Recv_init from MPI_PROC_NULL completes with the
  *    empty status (source MPI_ANY_SOURCE); seen on 4.0.2, no upstream
  *    reference found, so newer versions are assumed fixed until seen.
@@ -34,7 +34,7 @@ static void check_procnull_status_(const MPI_Status *st, const char *what, int k
         if (kind == NONBLOCKING && st->MPI_SOURCE == 0 && st->MPI_TAG == 0) {
             snprintf(msg, sizeof msg, "%s: status source/tag 0/0, not MPI_PROC_NULL/MPI_ANY_TAG",
                      what);
-            if (test_known_deviation(msg, "MPICH < 4.2, pmodels/mpich#6805"))
+            if (test_known_deviation(msg, "MPICH < 4.2, fixed in 4.2"))
                 goto count;
         }
         if (kind == PERSISTENT && st->MPI_SOURCE == MPI_ANY_SOURCE && st->MPI_TAG == MPI_ANY_TAG) {

@@ -41,7 +41,7 @@
  * reported on stderr (TEST_STRICT_HOST=1 makes it fail):
  *   - out-of-range partitions: MPI_ERR_OTHER instead of MPI_ERR_ARG;
  *   - MPI_Parrived on an inactive request: MPI_ERR_REQUEST, flag unset
- *     (fixed in MPICH 4.1, pmodels/mpich#6361);
+ *     (fixed in MPICH 4.1);
  *   - MPI_Parrived(MPI_REQUEST_NULL): segmentation fault - not called;
  *   - MPI_Pready twice: MPIR_Assert "incomplete >= 0" aborts - not called;
  *   - MPI_Request_free of an active request: succeeds, the operation is lost
@@ -121,7 +121,7 @@ static void parrived_inactive(MPI_Request r, const char *what)
     if (rc != MPI_SUCCESS && test_native_mpich40() && class_of(rc) == MPI_ERR_REQUEST) {
         char msg[200];
         snprintf(msg, sizeof msg, "%s: MPI_ERR_REQUEST instead of flag = true", what);
-        if (test_known_deviation(msg, "MPICH < 4.1, fixed by pmodels/mpich#6361"))
+        if (test_known_deviation(msg, "MPICH < 4.1, fixed in 4.1"))
             return;
     }
     CHECK_MPI(rc);
