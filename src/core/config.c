@@ -124,7 +124,8 @@ static const char *const docs[] = {
                                "internal message. The info key on `MPI_Psend_init` overrides it per request.",
     [MSH_CFG_WIN_K] = "Internal windows per user window. `auto`: the VCI pool size for `MPI_Win_create` and "
                       "`MPI_Win_create_dynamic` windows, 1 for `MPI_Win_allocate` and `MPI_Win_allocate_shared`; "
-                      "always 1 below `MPI_THREAD_MULTIPLE`. The info key on a window constructor overrides it; the "
+                      "always 1 below `MPI_THREAD_MULTIPLE`; at most the window's group size under "
+                      "`MPISHIM_WIN_ROUTE=target`. The info key on a window constructor overrides it; the "
                       "ranks of a window agree on the smallest value. Each internal window beyond the first, and "
                       "the communicator under them, takes one of the host's communicator ids (MPICH has 2048): "
                       "while 512 of them are alive in a process, a new window gets no more.",

@@ -71,6 +71,12 @@ static int choose_k(const msh_win_args *a)
     int k = c.win_k;
     if (k == 0)
         k = a->flavor == MPI_WIN_FLAVOR_CREATE || a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? msh_pool.n : 1;
+    /* Routed by target (rank r to window r mod K), windows past the
+     * group's size would carry nothing, and each costs collectives at
+     * creation, every fence and the free. */
+    int size = 1;
+    if (msh_cfg.win_route == MSH_WIN_ROUTE_TARGET && PMPI_Comm_size(a->comm, &size) == MPI_SUCCESS && k > size)
+        k = size;
     return k < 1 ? 1 : k > MSH_WIN_MAX_K ? MSH_WIN_MAX_K : k;
 }
 
