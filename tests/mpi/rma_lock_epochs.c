@@ -10,7 +10,12 @@
  * takes the targets t with t % NT == i (a process holds one lock per
  * target at a time), ITERS rounds each. On its own rank the exclusive epoch
  * uses loads and stores instead. At the end every counter is np * ITERS:
- * a lost update means two exclusive epochs overlapped. */
+ * a lost update means two exclusive epochs overlapped.
+ *
+ * Then, while thread 1 opens and closes epochs to rank 1 whose operations
+ * go beyond window 0, thread 0 calls MPI_Win_flush_all and MPI_Win_sync in
+ * its own epoch to rank 0, again and again: they succeed whichever of the
+ * other thread's epochs they meet. */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -56,6 +61,37 @@ static void raise_shared(int t)
     CHECK_MPI(MPI_Win_unlock(t, win));
 }
 
+#define RACES 200
+
+static void *race_worker(void *arg)
+{
+    long none = 0, seen;
+    if ((intptr_t)arg == 0) {
+        CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+        for (int i = 0; i < RACES; i++) {
+            CHECK_MPI(MPI_Win_flush_all(win));
+            CHECK_MPI(MPI_Win_sync(win));
+        }
+        CHECK_MPI(MPI_Win_unlock(0, win));
+    } else {
+        for (int i = 0; i < RACES; i++) {
+            CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
+            CHECK_MPI(MPI_Fetch_and_op(&none, &seen, MPI_LONG, 1, 1, MPI_NO_OP, win));
+            CHECK_MPI(MPI_Win_unlock(1, win));
+        }
+    }
+    return NULL;
+}
+
+static void run_threads(void *(*fn)(void *))
+{
+    pthread_t th[NT];
+    for (int i = 0; i < NT; i++)
+        CHECK(pthread_create(&th[i], NULL, fn, (void *)(intptr_t)i) == 0, "pthread_create");
+    for (int i = 0; i < NT; i++)
+        pthread_join(th[i], NULL);
+}
+
 static void *worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
@@ -78,11 +114,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     test_step = "epochs";
-    pthread_t th[NT];
-    for (int i = 0; i < NT; i++)
-        CHECK(pthread_create(&th[i], NULL, worker, (void *)(intptr_t)i) == 0, "pthread_create");
-    for (int i = 0; i < NT; i++)
-        pthread_join(th[i], NULL);
+    run_threads(worker);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     test_step = "counters";
@@ -90,6 +122,10 @@ int main(int argc, char **argv)
     CHECK(mem[0] == (long)np * ITERS, "exclusive counter %ld, expected %ld", mem[0], (long)np * ITERS);
     CHECK(mem[1] == (long)np * ITERS, "shared counter %ld, expected %ld", mem[1], (long)np * ITERS);
     CHECK_MPI(MPI_Win_unlock(me, win));
+    CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
+
+    test_step = "flush_all beside closing epochs";
+    run_threads(race_worker);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     CHECK_MPI(MPI_Win_free(&win));
     CHECK_MPI(MPI_Free_mem(mem));
