@@ -134,6 +134,7 @@ static struct {
     double seconds;       /* -d */
     int per_thread;       /* -w */
     int passive_fence;    /* -P */
+    long win_k;           /* -K, 0: not set */
     int quiet;
     double watchdog;      /* seconds, 0 off */
 } opt;
@@ -536,6 +537,8 @@ static void usage(FILE *f)
             "  -P       fence: windows made with the info key mpishim_win_fence=passive (under\n"
             "           mpishim a fence is then flush + a barrier the thread sleeps in; a host\n"
             "           alone ignores the key)\n"
+            "  -K K     windows made with the info key mpishim_win_k=K: K internal windows under\n"
+            "           mpishim (allocated windows have 1 by default; a host alone ignores the key)\n"
             "  -W SEC   watchdog: exit 4 with a report after SEC seconds (default 120, 0 off)\n"
             "  -q       the result line only\n"
             "  -h       this help\n",
@@ -570,7 +573,7 @@ static int parse_args(int argc, char **argv)
     opt.iters = -1;
     opt.seconds = 0.2;
     opt.watchdog = 120;
-    while ((c = getopt(argc, argv, "m:o:t:s:n:i:d:wPW:qh")) != -1) {
+    while ((c = getopt(argc, argv, "m:o:t:s:n:i:d:wPK:W:qh")) != -1) {
         switch (c) {
         case 'm':
             if (!strcmp(optarg, "fence")) opt.mode = MODE_FENCE;
@@ -594,6 +597,7 @@ static int parse_args(int argc, char **argv)
             break;
         case 'w': opt.per_thread = 1; break;
         case 'P': opt.passive_fence = 1; break;
+        case 'K': if (parse_long(optarg, 1, 64, &v)) return -1; opt.win_k = v; break;
         case 'W':
             opt.watchdog = atof(optarg);
             if (opt.watchdog < 0) return -1;
@@ -742,9 +746,15 @@ int main(int argc, char **argv)
     wbase = xcalloc((size_t)nwins, sizeof *wbase);
     MPI_Aint wsize = rank == 1 ? (MPI_Aint)((opt.per_thread ? 1 : (size_t)T) * S + GUARD) : 0;
     MPI_Info info = MPI_INFO_NULL;
-    if (opt.passive_fence) {
+    if (opt.passive_fence || opt.win_k) {
         check_mpi(MPI_Info_create(&info), "MPI_Info_create");
-        check_mpi(MPI_Info_set(info, "mpishim_win_fence", "passive"), "MPI_Info_set");
+        if (opt.passive_fence)
+            check_mpi(MPI_Info_set(info, "mpishim_win_fence", "passive"), "MPI_Info_set");
+        if (opt.win_k) {
+            char k[8];
+            snprintf(k, sizeof k, "%ld", opt.win_k);
+            check_mpi(MPI_Info_set(info, "mpishim_win_k", k), "MPI_Info_set");
+        }
     }
     for (int w = 0; w < nwins; w++)
         check_mpi(MPI_Win_allocate(wsize, 1, info, MPI_COMM_WORLD, &wbase[w], &wins[w]), "MPI_Win_allocate");
