@@ -175,7 +175,7 @@ RMA_ROUTED = """static MSH_NOINLINE {ret} msh_routed_{name}({plist})
 {{
     if (!msh_on())
         return P{name}({args});
-    MPI_Win w_ = msh_rma_route_{cls}({win}, {target});
+    MPI_Win w_ = msh_rma_route({win}, {target}, {acc});
     MSH_PASS_ENTER();
     int rc_ = P{name}({routed_args});
     MSH_PASS_EXIT();
@@ -218,8 +218,8 @@ def rma_routed(ret, n, plist, args, params, cls):
         tr = next(i for i in range(dt + 1, len(types)) if types[i] == "int")
     routed = list(args)
     routed[wins[0]] = "w_"
-    return RMA_ROUTED.format(ret=ret, name=n, plist=plist, args=", ".join(args), cls=cls, win=args[wins[0]],
-                             target=args[tr], routed_args=", ".join(routed))
+    return RMA_ROUTED.format(ret=ret, name=n, plist=plist, args=", ".join(args), acc=int(cls == "acc"),
+                             win=args[wins[0]], target=args[tr], routed_args=", ".join(routed))
 
 
 def blocking_via_nonblocking(ret, n, plist, args, params, twin):

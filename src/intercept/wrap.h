@@ -9,7 +9,7 @@
  *   collective      a blocking collective as its nonblocking twin plus a
  *                   wait: msh_coll_enter / msh_coll_leave;
  *   routed RMA      the host call on the window's route: msh_win_direct()
- *                   inline, else msh_rma_route_* / msh_rma_leave. */
+ *                   inline, else msh_rma_route / msh_rma_leave. */
 #ifndef MSH_INTERCEPT_WRAP_H
 #define MSH_INTERCEPT_WRAP_H
 
@@ -72,19 +72,12 @@ static inline int msh_coll_leave(msh_coll_ctx c, int rc, MPI_Request req)
  * msh_win_tlock); the lanes are read while it waits for the target. */
 void msh_rma_extend(msh_win *e, int target);
 
-static inline MPI_Win msh_rma_route_data(MPI_Win w, int target)
+/* The window a routed call takes: acc (a constant in each generated
+ * wrapper) picks accumulate-type routing over Put/Get routing. */
+static inline MPI_Win msh_rma_route(MPI_Win w, int target, int acc)
 {
     msh_win *extend = NULL;
-    MPI_Win r = msh_win_route_data(w, target, &extend);
-    if (MSH_UNLIKELY(extend != NULL))
-        msh_rma_extend(extend, target);
-    return r;
-}
-
-static inline MPI_Win msh_rma_route_acc(MPI_Win w, int target)
-{
-    msh_win *extend = NULL;
-    MPI_Win r = msh_win_route_acc(w, target, &extend);
+    MPI_Win r = acc ? msh_win_route_acc(w, target, &extend) : msh_win_route_data(w, target, &extend);
     if (MSH_UNLIKELY(extend != NULL))
         msh_rma_extend(extend, target);
     return r;

@@ -498,10 +498,10 @@ static int in_epoch(msh_win *e, int i)
  * through while lock epochs were open: the epoch that held it may have been
  * closed by another thread in between (MPI_ERR_RMA_SYNC), and its unlock
  * completed this process's operations there, which is what was asked. */
-static int epoch_gone_ok(msh_win *e, int i, int rc)
+static int epoch_gone_ok(int i, int rc)
 {
     int cls = rc;
-    if (rc == MPI_SUCCESS || i == 0 || atomic_load_explicit(&e->tl, memory_order_acquire) == NULL)
+    if (rc == MPI_SUCCESS || i == 0)
         return rc;
     PMPI_Error_class(rc, &cls);
     return cls == MPI_ERR_RMA_SYNC ? MPI_SUCCESS : rc;
@@ -534,7 +534,7 @@ int msh_win_flush(msh_win *e, int rank, int local)
     for (int i = 0; i < e->k; i++)
         if (in_epoch(e, i)) {
             int r = flush_one(e->wins[i], rank, local);
-            KEEP(i, lazy ? epoch_gone_ok(e, i, r) : r);
+            KEEP(i, lazy ? epoch_gone_ok(i, r) : r);
         }
     return done(e, rc, at);
 }
@@ -546,7 +546,7 @@ int msh_win_sync(msh_win *e)
     for (int i = 0; i < e->k; i++)
         if (in_epoch(e, i)) {
             int r = PMPI_Win_sync(e->wins[i]);
-            KEEP(i, lazy ? epoch_gone_ok(e, i, r) : r);
+            KEEP(i, lazy ? epoch_gone_ok(i, r) : r);
         }
     return done(e, rc, at);
 }
