@@ -25,7 +25,8 @@
 # default 20 / 120), CG_CONFIGS (comma list, default
 # raw,global,vci,thread,combine,offload,global-nosolo,combine-nosolo: a
 # -nosolo suffix adds MPISHIM_SOLO=0, i.e. the runtime path that T > 1
-# takes, with the program's thread owning progress). Writes
+# takes, with the program's thread owning progress; ucx: UCX's lane,
+# MPISHIM_FABRIC=ucx with MPISHIM_PROGRESS=vci and one VCI). Writes
 # bench/results/callgrind-summary.txt and callgrind-<host>.csv.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +60,7 @@ count() {
     [ "$HOST_FLAVOR" = openmpi ] || flags=()
     case $cfg in
         raw) ;;
+        ucx) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
         *-nosolo) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=${cfg%-nosolo}" MPISHIM_SOLO=0) ;;
         *) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=$cfg") ;;
     esac

@@ -34,6 +34,13 @@ static int host_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt
 }
 
 
+/* The transport's record of the routed communicator, when the route is
+ * the program's communicator itself (not one of its duplicates). */
+static inline const void *route_rec(const msh_comm *mc, MPI_Comm comm, MPI_Comm routed)
+{
+    return mc && routed == comm ? mc->tp_rec : NULL;
+}
+
 static inline int now_path(const msh_blocking *now)
 {
     return now && msh_tp_direct && !msh_queue_active();
@@ -122,6 +129,7 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, rt.comm);
+    m.rec = route_rec(mc, comm, rt.comm);
     rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
     int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
     if (msh_cfg.stats && rc == MPI_SUCCESS)
@@ -188,6 +196,7 @@ int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, i
         return rc;
     }
     msh_tp_msg m = msh_tp_msg_of(MSH_TP_RECV, buf, count, dt, source, tag, rt.comm);
+    m.rec = route_rec(mc, comm, rt.comm);
     rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
     int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
     r->procnull = source == MPI_PROC_NULL;

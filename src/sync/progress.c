@@ -183,8 +183,11 @@ static int poll_domain(int d, unsigned *misses)
     if (msh_cfg.progress != MSH_PROGRESS_VCI)
         return poll_all(1);
     int n = msh_progress_poll(&msh_pool.v[d], 1) + poll_hook();
-    if (n == 0 && ++*misses % (unsigned)msh_cfg.sweep_polls == 0)
+    /* A count, not a modulo: no division on every empty poll. */
+    if (n == 0 && ++*misses >= (unsigned)msh_cfg.sweep_polls) {
         n = sweep_others(d);
+        *misses = 0;
+    }
     if (n)
         *misses = 0;
     return n;

@@ -67,6 +67,12 @@ void msh_notify_flush(msh_notify *b)
 {
     for (int i = 0; i < b->n; i++) {
         msh_sync *s = b->s[i];
+        if (s->owner == &msh_vci_self) {
+            /* The waiter polls for itself: it neither sleeps nor finishes
+             * s while it is here, so no mutex and no wake-up. */
+            atomic_fetch_add_explicit(&s->done, b->cnt[i], memory_order_release);
+            continue;
+        }
         msh_domain *d = &domains[s->dom];
         /* Counted under the mutex: once the waiter has seen its count and
          * taken the mutex, no poller touches s again (msh_sync_finish). */

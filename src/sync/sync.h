@@ -39,6 +39,7 @@ typedef struct msh_sync {
     int dom;                /* progress domain */
     int sleeping;           /* under the domain mutex */
     int needed;             /* under the domain mutex: wake the sleeper only at this count */
+    const void *owner;      /* the waiting thread (its msh_vci_self address) */
     pthread_cond_t cond;
     struct msh_sync *next;  /* domain's list of sleeping waiters */
 } msh_sync;
@@ -137,6 +138,7 @@ static inline void msh_sync_init(msh_sync *s, int dom)
     s->dom = dom;
     s->sleeping = 0;
     s->needed = 1;
+    s->owner = &msh_vci_self;
     s->next = NULL;
     pthread_cond_init(&s->cond, NULL);
 }

@@ -915,7 +915,7 @@ static fab_comm *carried(const msh_tp_msg *m)
 {
     if (m->peer == MPI_PROC_NULL)
         return NULL;
-    return comm_of(m->comm);
+    return msh_lane_comm_msg(m);
 }
 
 /* A fabric request for m on fc: made inactive (persistent), or issued. */

@@ -48,6 +48,12 @@ static inline msh_lane_comm *msh_lane_comm_of(MPI_Comm c)
 {
     return (msh_lane_comm *)msh_htab_lookup(&msh_lane_comms, msh_handle_key(&c, sizeof c));
 }
+/* The lane's communicator a message goes on: the engine's record of it
+ * when it passed one (no second table lookup per message), else looked up. */
+static inline msh_lane_comm *msh_lane_comm_msg(const msh_tp_msg *m)
+{
+    return m->rec ? (msh_lane_comm *)(uintptr_t)m->rec : msh_lane_comm_of(m->comm);
+}
 int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag);
 void msh_lane_comm_remove(MPI_Comm c);
 /* The VCI (of n) every member of a carried c uses for it, or -1. */

@@ -47,6 +47,11 @@ int msh_tp_comm_home(MPI_Comm c, int n)
     return msh_tp_direct ? -1 : msh_lane_comm_home(c, n);
 }
 
+const void *msh_tp_comm_record(MPI_Comm c)
+{
+    return msh_tp_direct ? NULL : msh_lane_comm_of(c);
+}
+
 const char *msh_tp_fabric_provider(void)
 {
     return msh_lane_provider();

@@ -51,6 +51,9 @@ typedef struct msh_tp_msg {
     int tag;
     MPI_Comm comm;
     msh_tp_mode mode;
+    /* The transport's record of comm (msh_tp_comm_record), when the
+     * engine has it at hand; NULL: the transport looks comm up itself. */
+    const void *rec;
 } msh_tp_msg;
 
 static inline msh_tp_msg msh_tp_msg_of(msh_tp_mode mode, const void *buf, MPI_Count count, MPI_Datatype dt, int peer,
@@ -158,6 +161,10 @@ void msh_tp_comm_remove(MPI_Comm c);
  * carries c, the same on every member (VCI i of one process reaches only
  * VCI i of another there); -1 when any VCI will do. */
 int msh_tp_comm_home(MPI_Comm c, int n);
+/* What a transport of its own keeps for c, or NULL (the host's, or a
+ * communicator it does not carry): the engine keeps it beside its own
+ * entry and passes it in msh_tp_msg.rec. Valid until msh_tp_comm_remove. */
+const void *msh_tp_comm_record(MPI_Comm c);
 
 /* The VCI whose transport holds a message a matched probe returned, or -1
  * for the host's messages (any VCI may receive those). */

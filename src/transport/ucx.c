@@ -426,7 +426,7 @@ static int issue(ux_tp *f, ux_req *r)
  * (MPI_PROC_NULL stays with the host, which completes it). */
 static msh_lane_comm *carried(const msh_tp_msg *m)
 {
-    return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_of(m->comm);
+    return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_msg(m);
 }
 
 static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)

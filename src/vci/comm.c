@@ -155,6 +155,7 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
     int home = msh_tp_comm_home(c, msh_pool.n);
     if (home >= 0)
         mc->vci = home;
+    mc->tp_rec = msh_tp_comm_record(c);
     gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
     rc = msh_htab_insert(&table, &mc->h);
     if (rc != MPI_SUCCESS)

@@ -44,6 +44,7 @@ typedef struct msh_comm {
     int ndups;
     int gated;               /* counted in msh_comm_gate */
     MPI_Comm *dups;          /* dup i is progressed on VCI i mod pool size */
+    const void *tp_rec;      /* the transport's record of user (msh_tp_comm_record) */
 } msh_comm;
 
 /* Live entries that spread over duplicates or reject a wildcard, plus 1 when
