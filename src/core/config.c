@@ -40,7 +40,7 @@ static const char *const wait_words[]     = { "spin", "block", "adaptive", NULL 
 static const char *const host_words[]     = { "multiple", "serialized", NULL };
 static const char *const part_words[]     = { "shim", "native", NULL };
 static const char *const route_words[]    = { "target", "thread", NULL };
-static const char *const fence_words[]    = { "host", "passive", NULL };
+static const char *const fence_words[]    = { "host", "passive", "all", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
 static const char *const coll_words[]     = { "nonblocking", "host", NULL };
 static const char *const fabric_words[]   = { "off", "auto", "shm", "tcp", "verbs", "ucx", NULL };
@@ -132,10 +132,16 @@ static const char *const docs[] = {
     [MSH_CFG_WIN_ROUTE] = "Which internal window a `Put`, `Get`, `Rput` or `Rget` takes once several threads use "
                           "the window: its target rank's (rank mod K) or the calling thread's. Accumulates always "
                           "take their target's.",
-    [MSH_CFG_WIN_FENCE] = "How `MPI_Win_fence` is made. `host`: the host's fence. `passive`: the window lives in one "
+    [MSH_CFG_WIN_FENCE] = "How `MPI_Win_fence` is made on a window with K > 1 internal windows. `host`: the host's "
+                          "fence on the user's window only; from the first fence the internal windows 1..K-1 live in "
+                          "an `MPI_Win_lock_all(MPI_MODE_NOCHECK)` epoch of the shim's, flushed and synced at each "
+                          "fence, until the program leaves fences for another synchronization (or fences with "
+                          "`MPI_MODE_NOSUCCEED`): one host fence instead of K. `all`: the host's fence on every "
+                          "internal window. `passive`: the whole window lives in one "
                           "`MPI_Win_lock_all(MPI_MODE_NOCHECK)` epoch, and a fence is a flush, a sync and a barrier "
                           "the thread waits in as in any shim wait; only for windows synchronized by fences alone. "
-                          "The ranks of a window use `passive` only if all ask for it.",
+                          "The ranks of a window agree on the first of `all`, `host`, `passive` that one of them "
+                          "asks for.",
     [MSH_CFG_WIN_FLUSH_LOCAL] = "How `MPI_Win_flush_local(_all)` is made. `host`: the host's call. `flush`: as "
                                 "`MPI_Win_flush(_all)`, which completes more. `auto`: `flush` on MPICH ch4:ucx, whose "
                                 "`flush_local` can return before a Get is done, `host` elsewhere.",

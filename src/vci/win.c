@@ -50,13 +50,19 @@ int msh_win_thread_slot_assign(void)
     return msh_win_thread_slot;
 }
 
-/* Fence over passive target: the info key mpishim_win_fence, else
- * MPISHIM_WIN_FENCE (parsed as that variable is, src/core/config.c). */
-static int choose_passive(const msh_win_args *a)
+/* How fences are made: the info key mpishim_win_fence, else
+ * MPISHIM_WIN_FENCE (parsed as that variable is, src/core/config.c), as a
+ * number the ranks agree on by their minimum: every rank must fence the
+ * same windows the same way (a host fence never meets the shim's barrier,
+ * nor a fence of window 1 a flush of it). */
+enum { FENCE_ALL, FENCE_HOST, FENCE_PASSIVE };
+static int choose_fence(const msh_win_args *a)
 {
     msh_config c = msh_cfg;
     msh_cfg_from_info(a->info, MSH_CFG_WIN_FENCE, &c);
-    return c.win_fence == MSH_WIN_FENCE_PASSIVE;
+    return c.win_fence == MSH_WIN_FENCE_PASSIVE ? FENCE_PASSIVE
+           : c.win_fence == MSH_WIN_FENCE_ALL   ? FENCE_ALL
+                                                : FENCE_HOST;
 }
 
 /* Bytes MPI_Win_allocate is asked for: see win.h (MPICH 4.0.2). */
@@ -176,18 +182,18 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     /* Every rank must make the same number of windows (auto follows each
      * rank's pool; an info key may differ between ranks) and fence the same
      * way (a host fence never meets the shim's barrier). */
-    int agree[2] = { 1, 0 };
+    int agree[2] = { 1, FENCE_HOST };
     if (a->split) {
         agree[0] = choose_k(a);
-        agree[1] = choose_passive(a);
-        int extra = agree[0] - 1 + (agree[0] > 1 || agree[1]);
+        agree[1] = choose_fence(a);
+        int extra = agree[0] - 1 + (agree[0] > 1 || agree[1] == FENCE_PASSIVE);
         if (extra > 0 && atomic_load_explicit(&extra_alive, memory_order_relaxed) + extra > EXTRA_MAX)
-            agree[0] = 1, agree[1] = 0; /* the ranks agree on the smallest */
+            agree[0] = 1, agree[1] = FENCE_ALL; /* the ranks agree on the smallest */
         int rc = PMPI_Allreduce(MPI_IN_PLACE, agree, 2, MPI_INT, MPI_MIN, a->comm);
         if (rc != MPI_SUCCESS)
             return rc;
     }
-    int k = agree[0];
+    int k = agree[0], passive = agree[1] == FENCE_PASSIVE;
     MPI_Aint size = a->size;
     if (a->flavor == MPI_WIN_FLAVOR_ALLOCATE && size > 0)
         size = (size + ALLOC_ROUND - 1) / ALLOC_ROUND * ALLOC_ROUND;
@@ -208,7 +214,8 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
      * the program should see that once per window, as without the shim.
      * Not MPI_Comm_dup for the same reason. A passive window uses it for
      * its barrier. */
-    if ((k > 1 || agree[1]) && (rc = msh_comm_congruent(a->comm, a->comm, &e->inner)) != MPI_SUCCESS)
+    e->fence_all = agree[1] == FENCE_ALL;
+    if ((k > 1 || passive) && (rc = msh_comm_congruent(a->comm, a->comm, &e->inner)) != MPI_SUCCESS)
         goto fail;
     for (int i = 1; i < k; i++) {
         rc = make_more(a, e->inner, base, &e->wins[i]);
@@ -218,7 +225,7 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
             goto fail;
         }
     }
-    if (agree[1])
+    if (passive)
         e->arrive = e->inner;
     if (rc == MPI_SUCCESS)
         rc = msh_htab_insert(&msh_win_table, &e->h);
@@ -253,6 +260,9 @@ int msh_win_free(MPI_Win *win)
         atomic_fetch_sub_explicit(&extra_alive, extra_of(e), memory_order_relaxed);
         if (e->k > 1)
             split_count(-1);
+        int r0 = msh_win_fence_release(e);
+        if (r0 != MPI_SUCCESS)
+            rc = r0;
         if (e->arrive != MPI_COMM_NULL) {
             atomic_fetch_sub_explicit(&msh_win_npassive, 1, memory_order_relaxed);
             for (int i = 0; i < e->k; i++)
@@ -306,7 +316,16 @@ static int done(const msh_win *e, int rc, int at)
     return rc;
 }
 
-int msh_win_fence(msh_win *e, int assert_)
+/* This process may have operations on windows 1..K-1 (win.h: sticky
+ * flags, set before the operation is made). */
+static int beyond_w0(msh_win *e)
+{
+    return atomic_load_explicit(&e->spread, memory_order_relaxed) ||
+           atomic_load_explicit(&e->acc_others, memory_order_relaxed);
+}
+
+/* The host's fence on every window: K collectives per fence. */
+static int fence_every(msh_win *e, int assert_)
 {
     int rc = MPI_SUCCESS, at = 0;
     for (int i = 0; i < e->k; i++)
@@ -314,9 +333,91 @@ int msh_win_fence(msh_win *e, int assert_)
     return done(e, rc, at);
 }
 
+/* Windows 1..K-1 enter the fences' epoch: a passive-target epoch that
+ * checks no lock (MPI_MODE_NOCHECK takes none, so it cannot hold up
+ * another process's MPI_Win_lock after the fences end). Local. */
+static int fence_hold(msh_win *e)
+{
+    for (int i = 1; i < e->k; i++) {
+        int rc = PMPI_Win_lock_all(MPI_MODE_NOCHECK, e->wins[i]);
+        if (rc != MPI_SUCCESS) {
+            while (--i > 0)
+                PMPI_Win_unlock_all(e->wins[i]);
+            return rc;
+        }
+    }
+    atomic_store_explicit(&e->fence_held, 1, memory_order_relaxed);
+    return MPI_SUCCESS;
+}
+
+/* Under extend_mu: windows 1..K-1 leave the fences' epoch. */
+static void fence_unhold(msh_win *e, int *rc_, int *at_)
+{
+    int rc = *rc_, at = *at_;
+    if (atomic_load_explicit(&e->fence_held, memory_order_relaxed)) {
+        for (int i = e->k - 1; i > 0; i--)
+            KEEP(i, PMPI_Win_unlock_all(e->wins[i]));
+        atomic_store_explicit(&e->fence_held, 0, memory_order_relaxed);
+    }
+    *rc_ = rc;
+    *at_ = at;
+}
+
+int msh_win_fence_release(msh_win *e)
+{
+    if (MSH_LIKELY(!atomic_load_explicit(&e->fence_held, memory_order_relaxed)))
+        return MPI_SUCCESS;
+    int rc = MPI_SUCCESS, at = 0;
+    pthread_mutex_lock(&e->extend_mu);
+    fence_unhold(e, &rc, &at);
+    pthread_mutex_unlock(&e->extend_mu);
+    return done(e, rc, at);
+}
+
+/* One host fence, on window 0, for the whole window. Every process first
+ * completes its operations on windows 1..K-1 at their targets (flush_all)
+ * and makes its stores public (sync); the fence on window 0 then returns
+ * nowhere before every process has entered it (it completes at each target
+ * the operations of every origin: both hosts make it a barrier or a
+ * reduce-scatter), so when it returns here every origin's operations on
+ * every window are complete here, a sync after it makes them visible, and
+ * no process starts the next epoch's operations on windows 1..K-1 before
+ * every process has made its stores before the fence. That last promise is
+ * why window 0's fence goes without MPI_MODE_NOPRECEDE: a host may answer
+ * it without waiting for anyone and defer its own window's operations
+ * instead, which windows 1..K-1 would not be. The first fence (or the first
+ * after another kind of epoch) opens the epoch of windows 1..K-1: no
+ * operation can be pending there before it. Whatever fails, the fence on
+ * window 0 is made: the other processes wait in it. */
+int msh_win_fence(msh_win *e, int assert_)
+{
+    if (e->fence_all)
+        return fence_every(e, assert_);
+    int rc = MPI_SUCCESS, at = 0;
+    if (!atomic_load_explicit(&e->fence_held, memory_order_relaxed))
+        KEEP(1, fence_hold(e));
+    else if (!(assert_ & MPI_MODE_NOPRECEDE) && beyond_w0(e))
+        for (int i = 1; i < e->k; i++)
+            KEEP(i, PMPI_Win_flush_all(e->wins[i]));
+    int held = atomic_load_explicit(&e->fence_held, memory_order_relaxed);
+    for (int i = 1; i < e->k && held; i++)
+        KEEP(i, PMPI_Win_sync(e->wins[i]));
+    KEEP(0, PMPI_Win_fence(held ? assert_ & ~MPI_MODE_NOPRECEDE : assert_, e->wins[0]));
+    for (int i = 1; i < e->k && held; i++)
+        KEEP(i, PMPI_Win_sync(e->wins[i]));
+    if (held && (assert_ & MPI_MODE_NOSUCCEED)) {
+        pthread_mutex_lock(&e->extend_mu);
+        fence_unhold(e, &rc, &at);
+        pthread_mutex_unlock(&e->extend_mu);
+    }
+    return done(e, rc, at);
+}
+
 int msh_win_post(msh_win *e, MPI_Group g, int assert_)
 {
-    int rc = MPI_SUCCESS, at = 0;
+    int rc = msh_win_fence_release(e), at = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
     uint64_t open = 0;
     for (int i = 0; i < e->k; i++) {
         int r = PMPI_Win_post(g, assert_, e->wins[i]);
@@ -330,7 +431,9 @@ int msh_win_post(msh_win *e, MPI_Group g, int assert_)
 
 int msh_win_start(msh_win *e, MPI_Group g, int assert_)
 {
-    int rc = MPI_SUCCESS, at = 0;
+    int rc = msh_win_fence_release(e), at = 0;
+    if (rc != MPI_SUCCESS)
+        return rc;
     for (int i = 0; i < e->k; i++)
         KEEP(i, PMPI_Win_start(g, assert_, e->wins[i]));
     return done(e, rc, at);
@@ -398,6 +501,9 @@ static msh_win_tlock *tlocks(msh_win *e)
  * waits for. Under target routing only window 0 now (msh_win_tlock). */
 int msh_win_lock(msh_win *e, int type, int rank, int assert_)
 {
+    int r0 = msh_win_fence_release(e);
+    if (r0 != MPI_SUCCESS)
+        return r0;
     msh_win_tlock *tl = rank >= 0 && rank < e->nranks ? tlocks(e) : NULL;
     int n = tl ? 1 : e->k;
     for (int i = 0; i < n; i++) {
@@ -456,6 +562,9 @@ int msh_win_unlock(msh_win *e, int rank)
 
 int msh_win_lock_all(msh_win *e, int assert_)
 {
+    int r0 = msh_win_fence_release(e);
+    if (r0 != MPI_SUCCESS)
+        return r0;
     for (int i = 0; i < e->k; i++) {
         int rc = PMPI_Win_lock_all(assert_, e->wins[i]);
         if (rc != MPI_SUCCESS) {

@@ -91,6 +91,12 @@ typedef struct msh_win {
     MPI_Comm arrive;            /* fence over passive target (MPISHIM_WIN_FENCE, info
                                  * mpishim_win_fence = passive): inner, for the fence's
                                  * barrier; else MPI_COMM_NULL */
+    int fence_all;              /* MPISHIM_WIN_FENCE=all: the host's fence on every window */
+    /* Otherwise a fence is the host's fence on window 0 alone, and windows
+     * 1..K-1 are held in a lock_all(MPI_MODE_NOCHECK) epoch of the shim's
+     * from the first fence until a synchronization of another kind (or
+     * MPI_MODE_NOSUCCEED, or the free) releases it (under extend_mu). */
+    _Atomic int fence_held;
     /* Lock epochs under target routing, allocated together at the first
      * MPI_Win_lock: one entry per target, and per internal window the
      * number of targets whose epoch has locked it too. */
@@ -228,6 +234,9 @@ int msh_win_fini(void);
 /* Synchronization over every internal window (each returns the first
  * error, reported through the user window's handler by the caller). */
 int msh_win_fence(msh_win *e, int assert_);
+/* Before a synchronization that is not a fence (lock, lock_all, post,
+ * start, free): the fences' epoch on windows 1..K-1 ends (local). */
+int msh_win_fence_release(msh_win *e);
 int msh_win_post(msh_win *e, MPI_Group g, int assert_);
 int msh_win_start(msh_win *e, MPI_Group g, int assert_);
 int msh_win_complete(msh_win *e);

@@ -78,6 +78,7 @@ static void test_valid(void)
     EXPECT(parse1(&c, "MPISHIM_WIN_ROUTE=thread", err, sizeof err) == 0 && c.win_route == MSH_WIN_ROUTE_THREAD);
     EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=passive", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_PASSIVE);
     EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=host", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_HOST);
+    EXPECT(parse1(&c, "MPISHIM_WIN_FENCE=all", err, sizeof err) == 0 && c.win_fence == MSH_WIN_FENCE_ALL);
     EXPECT(c.win_flush_local == MSH_WIN_FLUSH_LOCAL_AUTO);
     EXPECT(parse1(&c, "MPISHIM_WIN_FLUSH_LOCAL=flush", err, sizeof err) == 0 &&
            c.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH);
@@ -272,7 +273,7 @@ static void test_info_values(void)
     EXPECT(info1(&c, MSH_CFG_WIN_FENCE, "mpishim_win_fence", "host", err, sizeof err) == 0 &&
            c.win_fence == MSH_WIN_FENCE_HOST);
     EXPECT(info1(&c, MSH_CFG_WIN_FENCE, "mpishim_win_fence", "lockall", err, sizeof err) == -1);
-    EXPECT(strcmp(err, "info key mpishim_win_fence='lockall' ignored; accepted values: host|passive") == 0);
+    EXPECT(strcmp(err, "info key mpishim_win_fence='lockall' ignored; accepted values: host|passive|all") == 0);
     EXPECT(info1(&c, MSH_CFG_PART_MIN_BYTES, "mpishim_part_min_bytes", "8KiB", err, sizeof err) == 0 &&
            c.part_min_bytes == 8192);
     EXPECT(info1(&c, MSH_CFG_PART_MIN_BYTES, "mpishim_part_min_bytes", "1g", err, sizeof err) == 0 &&
