@@ -79,7 +79,7 @@ static int choose_k(const msh_win_args *a)
         k = a->flavor == MPI_WIN_FLAVOR_CREATE || a->flavor == MPI_WIN_FLAVOR_DYNAMIC ? msh_pool.n : 1;
     /* Routed by target (rank r to window r mod K), windows past the
      * group's size would carry nothing, and each costs collectives at
-     * creation, every fence and the free. */
+     * creation and the free, and local calls at every fence. */
     int size = 1;
     if (msh_cfg.win_route == MSH_WIN_ROUTE_TARGET && PMPI_Comm_size(a->comm, &size) == MPI_SUCCESS && k > size)
         k = size;
