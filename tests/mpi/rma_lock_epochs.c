@@ -15,7 +15,12 @@
  * Then, while thread 1 opens and closes epochs to rank 1 whose operations
  * go beyond window 0, thread 0 calls MPI_Win_flush_all and MPI_Win_sync in
  * its own epoch to rank 0, again and again: they succeed whichever of the
- * other thread's epochs they meet. */
+ * other thread's epochs they meet. Thread 0 opens its epoch before thread 1
+ * starts and closes it after thread 1 is done: Open MPI 4.1's osc/rdma
+ * counts a window's passive epochs with an increment outside its lock in
+ * MPI_Win_lock, so two threads locking one window at the same moment can
+ * lose a count, and a flush then fails with MPI_ERR_RMA_SYNC without the
+ * shim too. */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -63,22 +68,28 @@ static void raise_shared(int t)
 
 #define RACES 200
 
+static pthread_barrier_t race_start, race_end;
+
 static void *race_worker(void *arg)
 {
     long none = 0, seen;
     if ((intptr_t)arg == 0) {
         CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+        pthread_barrier_wait(&race_start);
         for (int i = 0; i < RACES; i++) {
             CHECK_MPI(MPI_Win_flush_all(win));
             CHECK_MPI(MPI_Win_sync(win));
         }
+        pthread_barrier_wait(&race_end);
         CHECK_MPI(MPI_Win_unlock(0, win));
     } else {
+        pthread_barrier_wait(&race_start);
         for (int i = 0; i < RACES; i++) {
             CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 1, 0, win));
             CHECK_MPI(MPI_Fetch_and_op(&none, &seen, MPI_LONG, 1, 1, MPI_NO_OP, win));
             CHECK_MPI(MPI_Win_unlock(1, win));
         }
+        pthread_barrier_wait(&race_end);
     }
     return NULL;
 }
@@ -125,7 +136,11 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     test_step = "flush_all beside closing epochs";
+    CHECK(pthread_barrier_init(&race_start, NULL, NT) == 0 && pthread_barrier_init(&race_end, NULL, NT) == 0,
+          "pthread_barrier_init");
     run_threads(race_worker);
+    pthread_barrier_destroy(&race_start);
+    pthread_barrier_destroy(&race_end);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
     CHECK_MPI(MPI_Win_free(&win));
     CHECK_MPI(MPI_Free_mem(mem));
