@@ -10,17 +10,19 @@
  * takes the targets t with t % NT == i (a process holds one lock per
  * target at a time), ITERS rounds each. On its own rank the exclusive epoch
  * uses loads and stores instead. At the end every counter is np * ITERS:
- * a lost update means two exclusive epochs overlapped.
+ * a lost update means two exclusive epochs overlapped. The threads of a
+ * process take turns for whole epochs (a mutex), while the processes'
+ * epochs overlap: Open MPI 4.1's osc/rdma counts a window's passive epochs
+ * with an increment outside its lock in MPI_Win_lock (the decrement in
+ * MPI_Win_unlock is inside), so two threads of a process locking or
+ * unlocking one window at the same moment can lose a count, and a flush
+ * then fails with MPI_ERR_RMA_SYNC without the shim too (seen in CI).
  *
  * Then, while thread 1 opens and closes epochs to rank 1 whose operations
  * go beyond window 0, thread 0 calls MPI_Win_flush_all and MPI_Win_sync in
  * its own epoch to rank 0, again and again: they succeed whichever of the
  * other thread's epochs they meet. Thread 0 opens its epoch before thread 1
- * starts and closes it after thread 1 is done: Open MPI 4.1's osc/rdma
- * counts a window's passive epochs with an increment outside its lock in
- * MPI_Win_lock, so two threads locking one window at the same moment can
- * lose a count, and a flush then fails with MPI_ERR_RMA_SYNC without the
- * shim too. */
+ * starts and closes it after thread 1 is done, for the same reason. */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -33,8 +35,11 @@ static int me, np;
 static MPI_Win win;
 static long *mem;
 
+static pthread_mutex_t epoch_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static void raise_exclusive(int t)
 {
+    pthread_mutex_lock(&epoch_mu);
     CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, t, 0, win));
     if (t == me) {
         CHECK_MPI(MPI_Win_sync(win));
@@ -52,10 +57,12 @@ static void raise_exclusive(int t)
         CHECK_MPI(MPI_Win_flush_all(win));
     }
     CHECK_MPI(MPI_Win_unlock(t, win));
+    pthread_mutex_unlock(&epoch_mu);
 }
 
 static void raise_shared(int t)
 {
+    pthread_mutex_lock(&epoch_mu);
     long one = 1, seen = -1, none = 0;
     CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, t, 0, win));
     CHECK_MPI(MPI_Accumulate(&one, 1, MPI_LONG, t, 1, 1, MPI_LONG, MPI_SUM, win));
@@ -64,6 +71,7 @@ static void raise_shared(int t)
     CHECK_MPI(MPI_Win_flush(t, win));
     CHECK(seen >= 1 && seen <= (long)np * ITERS, "target %d: shared counter read %ld", t, seen);
     CHECK_MPI(MPI_Win_unlock(t, win));
+    pthread_mutex_unlock(&epoch_mu);
 }
 
 #define RACES 200
