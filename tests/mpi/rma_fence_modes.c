@@ -43,15 +43,6 @@ static int round_no;
 #define LOCKS     (np + 2)
 #define NWORDS    (np + 3)
 
-static void run_threads(void *(*fn)(void *))
-{
-    pthread_t th[NT];
-    for (int i = 0; i < NT; i++)
-        CHECK(pthread_create(&th[i], NULL, fn, (void *)(intptr_t)i) == 0, "pthread_create");
-    for (int i = 0; i < NT; i++)
-        pthread_join(th[i], NULL);
-}
-
 static void *put_acc(void *arg)
 {
     long one = 1, v = round_no * 1000L + me;
@@ -81,7 +72,7 @@ static void fence_rounds(int first_assert, int last_assert)
 {
     CHECK_MPI(MPI_Win_fence(first_assert, win));
     for (round_no = 1; round_no <= ROUNDS; round_no++) {
-        run_threads(put_acc);
+        test_run_threads(NT, put_acc);
         CHECK_MPI(MPI_Win_fence(0, win));
         check_slots("after the fence", round_no * 1000L);
         CHECK(mem[ACC] == (long)round_no * np, "round %d: accumulate counter %ld, expected %ld", round_no, mem[ACC],
@@ -90,7 +81,7 @@ static void fence_rounds(int first_assert, int last_assert)
         CHECK_MPI(MPI_Win_fence(0, win));
         for (int t = 0; t < np; t++)
             got[t] = -1;
-        run_threads(get_published);
+        test_run_threads(NT, get_published);
         CHECK_MPI(MPI_Win_fence(round_no == ROUNDS ? last_assert : 0, win));
         for (int t = 0; t < np; t++)
             CHECK(got[t] == round_no * 7L + t, "round %d: Get from %d returned %ld, expected %ld", round_no, t,

@@ -102,15 +102,6 @@ static void *race_worker(void *arg)
     return NULL;
 }
 
-static void run_threads(void *(*fn)(void *))
-{
-    pthread_t th[NT];
-    for (int i = 0; i < NT; i++)
-        CHECK(pthread_create(&th[i], NULL, fn, (void *)(intptr_t)i) == 0, "pthread_create");
-    for (int i = 0; i < NT; i++)
-        pthread_join(th[i], NULL);
-}
-
 static void *worker(void *arg)
 {
     int id = (int)(intptr_t)arg;
@@ -133,7 +124,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     test_step = "epochs";
-    run_threads(worker);
+    test_run_threads(NT, worker);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
 
     test_step = "counters";
@@ -146,7 +137,7 @@ int main(int argc, char **argv)
     test_step = "flush_all beside closing epochs";
     CHECK(pthread_barrier_init(&race_start, NULL, NT) == 0 && pthread_barrier_init(&race_end, NULL, NT) == 0,
           "pthread_barrier_init");
-    run_threads(race_worker);
+    test_run_threads(NT, race_worker);
     pthread_barrier_destroy(&race_start);
     pthread_barrier_destroy(&race_end);
     CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));

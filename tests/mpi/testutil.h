@@ -20,8 +20,10 @@
 #endif
 
 #include <dlfcn.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +85,18 @@ static void test_fail_(const char *file, int line, const char *fmt, ...)
                        check_mpi_rc_, check_mpi_s_);                           \
         }                                                                      \
     } while (0)
+
+/* Run fn in n threads (up to 64), each given its index as the argument,
+ * and join them. */
+static inline void test_run_threads(int n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    CHECK(n >= 1 && n <= 64, "test_run_threads: %d threads", n);
+    for (int i = 0; i < n; i++)
+        CHECK(pthread_create(&th[i], NULL, fn, (void *)(intptr_t)i) == 0, "pthread_create");
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
 
 typedef int (*mpishim_active_fn)(void);
 
