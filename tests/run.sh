@@ -43,6 +43,11 @@ unset TEST_EXPECT_SHIM
 # TEST_PROGRESS=combine (or any MPISHIM_PROGRESS value) runs every case under
 # that progress policy, unless the case sets its own.
 if [ -n "${TEST_PROGRESS:-}" ]; then export MPISHIM_PROGRESS=$TEST_PROGRESS; fi
+# Two VCIs per rank unless a case sets its own (TEST_NUM_VCIS another
+# number, or auto): auto gives 1 where a node has no more cores than ranks,
+# as on a 2-core machine, and two keep every case on the paths of several
+# VCIs (split windows, communicators' homes on two VCIs).
+export MPISHIM_NUM_VCIS=${TEST_NUM_VCIS:-2}
 
 # run_case NAME CHECK CMD... : run CMD under the timeout, output to a log;
 # CHECK is a shell function, with its own arguments first if quoted as one
@@ -146,6 +151,17 @@ expect_verbose() {
     n=$(grep -c '^mpishim [0-9.]* active: host ' "$2")
     [ "$n" -eq 1 ] || { echo "expected the configuration once (rank 0), found $n headers"; return; }
     grep -qE '^  MPISHIM_MAP +tag +\(environment\)$' "$2" || echo "MPISHIM_MAP=tag not shown as set"
+}
+
+# MPISHIM_NUM_VCIS=auto at 4 ranks on this node: no more VCIs per rank than
+# the node's cores over its 4 ranks (at least 1), bound or not.
+expect_auto_pool() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n max=$(( $(nproc) / 4 ))
+    [ "$max" -ge 1 ] || max=1
+    n=$(sed -n 's/^  runtime: \([0-9]*\) VCIs.*/\1/p' "$2")
+    [ -n "$n" ] || { echo "no 'runtime: N VCIs' line"; return; }
+    [ "$n" -le "$max" ] || echo "auto gave $n VCIs per rank to 4 ranks on $(nproc) cores (at most $max)"
 }
 
 expect_pending_reported() {
@@ -486,6 +502,8 @@ for host in "${hosts[@]}"; do
         env MPISHIM_NUM_VCI=2 "${launch[@]}" -np 2 "$order"
     run_case "$host MPISHIM_VERBOSE=1 prints config once" expect_verbose \
         env MPISHIM_VERBOSE=1 MPISHIM_MAP=tag "${launch[@]}" -np 2 "$order"
+    run_case "$host MPISHIM_NUM_VCIS=auto shares the node's cores among its ranks" expect_auto_pool \
+        env -u MPISHIM_NUM_VCIS TEST_THREAD_LEVEL=multiple MPISHIM_VERBOSE=1 "${launch[@]}" -np 4 "$order"
     run_case "$host MPISHIM_WATCHDOG=1 reports a stalled wait" expect_watchdog \
         env MPISHIM_WATCHDOG=1 MPISHIM_SOLO=0 "${launch[@]}" -np 2 "$hb/tests/mpi/mt_watchdog"
     # The policy is pinned: under combine and offload (TEST_PROGRESS) blocking
@@ -512,7 +530,7 @@ for host in "${hosts[@]}"; do
         env MPISHIM_PROGRESS=offload MPISHIM_PROGRESS_CPU=1 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
     run_case "$host MPISHIM_PROGRESS_CPU=60000 warns, thread unbound" "expect_progress_cpu same 60000" \
         env MPISHIM_PROGRESS=thread MPISHIM_PROGRESS_CPU=60000 "${launch[@]}" -np 2 "$hb/tests/proc/progress_cpu"
-    run_case "$host mpishim-info" expect_info "$build/mpishim-info" --host "$host"
+    run_case "$host mpishim-info" expect_info env -u MPISHIM_NUM_VCIS "$build/mpishim-info" --host "$host"
     [ "${HAVE_UCX:-no}" != yes ] ||
         run_case "$host mpishim-info, ucx lane" expect_info_ucx env MPISHIM_FABRIC=ucx "$build/mpishim-info" --host "$host"
 

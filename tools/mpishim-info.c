@@ -99,7 +99,14 @@ int main(int argc, char **argv)
         /* The library does not ask libfabric itself (src/core/topo.c): the
          * cap is advice the user applies with MPISHIM_NUM_VCIS. */
         int pool = msh_topo_default_vcis(MSH_MAX_VCIS);
-        printf("VCI pool if auto   %d (cores in this process's binding)\n", pool);
+        int local = msh_topo_local_ranks();
+        if (local > 1)
+            printf("VCI pool if auto   %d (%d cores in this process's binding; %d on the node for %d ranks)\n", pool,
+                   msh_topo_cores(), msh_topo_node_cores(), local);
+        else
+            printf("VCI pool if auto   %d (cores in this process's binding; no launcher's count of ranks on the "
+                   "node)\n",
+                   pool);
         size_t fcap = n > 0 ? msh_fabric_tx_cap() : 0;
         if (fcap > 0 && fcap < (size_t)pool)
             printf("                   hardware transmit contexts suggest MPISHIM_NUM_VCIS=%zu\n", fcap);

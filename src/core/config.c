@@ -95,8 +95,11 @@ static const char *const docs[] = {
                      "host, so a program or phase with one communicating thread pays no runtime cost. The first "
                      "time a thread finds another inside a solo call, the process switches to the runtime for good. "
                      "Never with a serialized host or a progress thread.",
-    [MSH_CFG_NUM_VCIS] = "Size of the VCI pool. `auto`: the cores in the rank's cpuset (hwloc). All ranks agree on "
-                         "the smallest value at init.",
+    [MSH_CFG_NUM_VCIS] = "Size of the VCI pool. `auto`: the cores in the rank's cpuset (hwloc), and no more than the "
+                         "node's cores divided by the ranks the launcher started on the node (Open MPI's "
+                         "`OMPI_COMM_WORLD_LOCAL_SIZE`, MPICH Hydra's `MPI_LOCALNRANKS`), so that unbound ranks "
+                         "share the node's cores instead of each counting all of them. All ranks agree on the "
+                         "smallest value at init.",
     [MSH_CFG_MAP] = "How traffic maps to VCIs. `comm`: one VCI per user communicator, communicators spread over the "
                     "pool. The others apply only to communicators whose assertions allow them (else `comm`): `tag` "
                     "needs `no_any_tag`, `peer` needs `no_any_source`, `hash` hashes the terms the assertions allow, "
@@ -193,7 +196,7 @@ void msh_cfg_defaults(msh_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->solo           = 1;
-    cfg->num_vcis       = 0; /* auto: cores in the rank's cpuset */
+    cfg->num_vcis       = 0; /* auto: msh_topo_default_vcis */
     cfg->map            = MSH_MAP_COMM;
     cfg->progress       = MSH_PROGRESS_GLOBAL;
     cfg->sweep_polls    = 64;

@@ -15,6 +15,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -25,6 +26,7 @@
 static struct {
     int  cores;
     int  pus;
+    int  node_cores;            /* cores this process may run on at all */
     int  from_hwloc;            /* 0: figures come from the fallback */
     int  progress_cpu;          /* see msh_topo_progress_cpu */
     char cpuset[256];           /* hwloc bitmap string, e.g. 0x00000003 */
@@ -82,6 +84,9 @@ static int topo_from_hwloc(void)
     int pus = hwloc_bitmap_weight(set);
     if (pus <= 0)
         goto out;
+    g_topo.node_cores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, allowed, HWLOC_OBJ_CORE);
+    if (g_topo.node_cores <= 0)
+        g_topo.node_cores = hwloc_bitmap_weight(allowed);
 
     /* A core counts if any of its PUs is in the binding. */
     int cores = 0;
@@ -140,6 +145,7 @@ static void topo_init(void)
         n = 1;
     g_topo.cores = n;
     g_topo.pus = n;
+    g_topo.node_cores = n;
     g_topo.from_hwloc = 0;
     g_topo.progress_cpu = -1;
 }
@@ -178,6 +184,43 @@ void msh_topo_describe(char *buf, size_t len)
                  "hwloc unavailable)", g_topo.cores, cs, g_topo.pus, ps);
 }
 
+int msh_topo_node_cores(void)
+{
+    pthread_once(&g_topo_once, topo_init);
+    return g_topo.node_cores > g_topo.cores ? g_topo.node_cores : g_topo.cores;
+}
+
+/* The launchers' count of this node's ranks: Open MPI's and MPICH
+ * Hydra's variables; 0 when neither is set (a singleton, another
+ * launcher). */
+int msh_topo_local_ranks(void)
+{
+    static const char *const vars[] = { "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS" };
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long n = v ? strtol(v, &end, 10) : 0;
+        if (v && end != v && *end == '\0' && n > 0 && n < (1L << 24))
+            return (int)n;
+    }
+    return 0;
+}
+
+int msh_topo_share(int bound, int node, int local, int max)
+{
+    int n = bound;
+    /* Ranks bound to their own cores see their share in their binding;
+     * unbound ranks (MPICH's Hydra, --bind-to none) all see the whole
+     * node, and as many VCIs as cores each would give a 16-rank job 16
+     * per rank: K internal windows per window, made, locked, flushed and
+     * freed K times, for threads that have no core to run on. */
+    if (local > 1 && node / local < n)
+        n = node / local;
+    if (n > max)
+        n = max;
+    return n < 1 ? 1 : n;
+}
+
 int msh_topo_default_vcis(int max)
 {
     /* No libfabric cap here: loading Debian's libfabric maps libpsm2,
@@ -186,8 +229,5 @@ int msh_topo_default_vcis(int max)
      * instead of dying by the signal), and costs 0.2 s plus 0.15 s for
      * fi_getinfo per process, whatever provider the query is restricted
      * to. mpishim-info reports the cap; MPISHIM_NUM_VCIS applies it. */
-    int n = msh_topo_cores();
-    if (n > max)
-        n = max;
-    return n < 1 ? 1 : n;
+    return msh_topo_share(msh_topo_cores(), msh_topo_node_cores(), msh_topo_local_ranks(), max);
 }

@@ -43,9 +43,21 @@ void msh_topo_describe(char *buf, size_t len);
 #endif
 
 /* Default VCI pool size (MPISHIM_NUM_VCIS=auto): one per core of the
- * rank's binding, at most max. Always >= 1. The hardware's transmit
- * contexts are not asked here: see topo.c;
+ * rank's binding, and no more than the node's cores divided by the ranks
+ * the launcher put on it, at most max. Always >= 1. The hardware's
+ * transmit contexts are not asked here: see topo.c;
  * mpishim-info prints the cap they imply. */
 int msh_topo_default_vcis(int max);
+
+/* That rule on given figures: bound cores, node cores, local ranks (0 or
+ * 1: unknown or alone), max. */
+int msh_topo_share(int bound, int node, int local, int max);
+
+/* Cores this process may run on at all (the node's, unless a container or
+ * cgroup allows fewer); at least msh_topo_cores(). */
+int msh_topo_node_cores(void);
+
+/* Ranks on this node as the launcher says (Open MPI, MPICH Hydra), or 0. */
+int msh_topo_local_ranks(void);
 
 #endif /* MSH_CORE_TOPO_H */

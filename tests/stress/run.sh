@@ -19,6 +19,8 @@
 #   STRESS_GDB=1     the watchdog prints gdb backtraces of the stuck rank first
 #   STRESS_ENV       extra VAR=VAL settings for every run under the shim
 #                    (e.g. "MPISHIM_HOST_THREAD=serialized MPISHIM_WAIT=block")
+#   STRESS_NUM_VCIS  VCIs per rank under the shim (default 2, as in
+#                    tests/run.sh: auto gives 1 where ranks outnumber cores)
 # One PASS/FAIL line per run, logs in build/stress-logs/; ends with
 # "N passed, N failed, N skipped" (a failed raw-host run is shown as HOST and
 # counted as skipped); exits non-zero on any failure of a shim run.
@@ -87,7 +89,7 @@ for host in "${hosts[@]}"; do
         prog=$prog_shim
         case "$cfg" in
             *MPISHIM_DISABLE=1*) prog=$hb/tests/stress/stress ;;
-            *) cfg="$cfg${STRESS_ENV:+ $STRESS_ENV}" ;;
+            *) cfg="MPISHIM_NUM_VCIS=${STRESS_NUM_VCIS:-2} $cfg${STRESS_ENV:+ $STRESS_ENV}" ;;
         esac
         name="$host np$np $cfg"
         log="$logdir/$(tr ' /=' '___' <<< "$name").log"

@@ -80,11 +80,38 @@ int main(void)
     EXPECT(small[sizeof small - 1] == '\0');
     msh_topo_describe(NULL, 0);                    /* must not crash */
 
-    /* auto: one VCI per core, bounded by the caller's maximum, never 0;
+    /* auto: one VCI per core of the binding, bounded by the maximum, never 0;
      * no libfabric cap in the library (topo.c says why). */
-    EXPECT(msh_topo_default_vcis(64) == (cores < 64 ? cores : 64));
     EXPECT(msh_topo_default_vcis(1) == 1);
     EXPECT(msh_topo_default_vcis(0) == 1);
+    EXPECT(msh_topo_node_cores() >= cores);
+
+    /* ... and no more than the node's cores over the ranks on it. */
+    EXPECT(msh_topo_share(16, 16, 0, 64) == 16);  /* alone, unbound */
+    EXPECT(msh_topo_share(16, 16, 1, 64) == 16);
+    EXPECT(msh_topo_share(16, 16, 2, 64) == 8);   /* 2 unbound ranks */
+    EXPECT(msh_topo_share(16, 16, 16, 64) == 1);  /* MPI everywhere, unbound */
+    EXPECT(msh_topo_share(16, 16, 3, 64) == 5);
+    EXPECT(msh_topo_share(8, 16, 2, 64) == 8);    /* bound to a socket each */
+    EXPECT(msh_topo_share(8, 16, 16, 64) == 1);   /* 8 ranks per socket */
+    EXPECT(msh_topo_share(1, 16, 2, 64) == 1);    /* bound to a core */
+    EXPECT(msh_topo_share(2, 2, 4, 64) == 1);     /* oversubscribed */
+    EXPECT(msh_topo_share(128, 128, 1, 64) == 64);
+    EXPECT(msh_topo_share(0, 0, 0, 64) == 1);
+
+    /* The launchers' variables, Open MPI's first. */
+    setenv("MPI_LOCALNRANKS", "3", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "x", 1);
+    EXPECT(msh_topo_local_ranks() == 3);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "4", 1);
+    EXPECT(msh_topo_local_ranks() == 4);
+    EXPECT(msh_topo_default_vcis(64) == msh_topo_share(cores, msh_topo_node_cores(), 4, 64));
+    unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    setenv("MPI_LOCALNRANKS", "-2", 1);
+    EXPECT(msh_topo_local_ranks() == 0);
+    unsetenv("MPI_LOCALNRANKS");
+    EXPECT(msh_topo_local_ranks() == 0);
+    EXPECT(msh_topo_default_vcis(64) == (cores < 64 ? cores : 64));
 
     if (verbose) {
         printf("topo: %s (affinity %d CPUs)\n", desc, aff);
