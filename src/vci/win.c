@@ -177,6 +177,39 @@ static int entry_new(msh_win_args *a, MPI_Win w, int k, msh_win **out)
     return MPI_SUCCESS;
 }
 
+/* Windows 1..K-1 over e->inner. The host may refuse one that it made as
+ * window 0 (Open MPI 4.1 makes MPI_Win_allocate windows on one process
+ * with its shared-memory component, but has none for MPI_Win_create
+ * there): then the window has as many internal windows as every process
+ * made, at least window 0, as the program would have had from the host.
+ * Collective over e->inner. */
+static int more_windows(msh_win_args *a, msh_win *e, void *base, int keep_inner)
+{
+    int made = 1;
+    while (made < e->k && make_more(a, e->inner, base, &e->wins[made]) == MPI_SUCCESS)
+        made++;
+    int all = made;
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, e->inner);
+    if (rc != MPI_SUCCESS) {
+        while (--made > 0)
+            PMPI_Win_free(&e->wins[made]);
+        return rc;
+    }
+    /* A window this process made and another did not is half made: freeing
+     * it would wait for processes that never free it, so it is left. */
+    if (all < made)
+        msh_log_once("MPI_Win_create: the host made an internal window on some processes only; it stays "
+                     "allocated until MPI_Finalize");
+    for (int i = all; i < made; i++)
+        e->wins[i] = MPI_WIN_NULL;
+    e->k = all;
+    for (int r = 0; r < e->nranks; r++)
+        e->tmap[r] = (uint8_t)(r % all);
+    if (all == 1 && !keep_inner)
+        PMPI_Comm_free(&e->inner);
+    return MPI_SUCCESS;
+}
+
 int msh_win_make(msh_win_args *a, MPI_Win *win)
 {
     /* Every rank must make the same number of windows (auto follows each
@@ -217,14 +250,11 @@ int msh_win_make(msh_win_args *a, MPI_Win *win)
     e->fence_all = agree[1] == FENCE_ALL;
     if ((k > 1 || passive) && (rc = msh_comm_congruent(a->comm, a->comm, &e->inner)) != MPI_SUCCESS)
         goto fail;
-    for (int i = 1; i < k; i++) {
-        rc = make_more(a, e->inner, base, &e->wins[i]);
-        if (rc != MPI_SUCCESS) {
-            while (--i > 0)
-                PMPI_Win_free(&e->wins[i]);
-            goto fail;
-        }
-    }
+    if (e->inner != MPI_COMM_NULL)
+        PMPI_Comm_set_errhandler(e->inner, MPI_ERRORS_RETURN); /* a refused window is not the program's error */
+    if (k > 1 && (rc = more_windows(a, e, base, passive)) != MPI_SUCCESS)
+        goto fail;
+    k = e->k;
     if (passive)
         e->arrive = e->inner;
     if (rc == MPI_SUCCESS)

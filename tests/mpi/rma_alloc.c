@@ -10,7 +10,8 @@
  *    window; MPI_Win_get_group; names.
  * 3. Errors go through the user window's handler, once, with the right
  *    class, also from an operation routed to an internal window.
- * 4. The info keys mpishim_win_k and mpishim_win_fence take what
+ * 4. MPI_Win_allocate on MPI_COMM_SELF: a Put and a Get to oneself.
+ * 5. The info keys mpishim_win_k and mpishim_win_fence take what
  *    MPISHIM_WIN_K and MPISHIM_WIN_FENCE take (same parser, so same case
  *    rules and bounds): a value the variable refuses is ignored with one
  *    warning line on rank 0, an accepted one with none, and the window works
@@ -51,6 +52,36 @@ static void put_lands_where_it_should(MPI_Aint size)
     CHECK_MPI(MPI_Win_get_attr(win, MPI_WIN_SIZE, &sz, &flag));
     CHECK(flag && *sz == size, "MPI_WIN_SIZE is %ld, the window was allocated with %ld", flag ? (long)*sz : -1L,
           (long)size);
+    CHECK_MPI(MPI_Win_free(&win));
+}
+
+/* MPI_Win_allocate on MPI_COMM_SELF works as the host's does: Open MPI 4.1
+ * makes it with its shared-memory component but has none for
+ * MPI_Win_create on one process, so the shim's extra windows there (thread
+ * routing: no cap by the group's size) were refused and the program's call
+ * failed with MPI_ERR_WIN, through an internal communicator's handler. */
+static void self_window(void)
+{
+    test_step = "MPI_Win_allocate on MPI_COMM_SELF";
+    unsigned char *base;
+    MPI_Win win;
+    CHECK_MPI(MPI_Win_allocate(256, 1, MPI_INFO_NULL, MPI_COMM_SELF, &base, &win));
+    unsigned char v[8], got[8];
+    for (int i = 0; i < 8; i++)
+        v[i] = (unsigned char)(me * 16 + i + 1), got[i] = 0;
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    memset(base, 0, 256);
+    CHECK_MPI(MPI_Win_unlock(0, win));
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    CHECK_MPI(MPI_Put(v, 8, MPI_BYTE, 0, 16, 8, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_unlock(0, win));
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win));
+    CHECK_MPI(MPI_Get(got, 8, MPI_BYTE, 0, 16, 8, MPI_BYTE, win));
+    CHECK_MPI(MPI_Win_unlock(0, win));
+    CHECK(memcmp(got, v, 8) == 0, "MPI_Get read back %u..%u, the Put wrote %u..%u", got[0], got[7], v[0], v[7]);
+    CHECK_MPI(MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, win));
+    CHECK(memcmp(base + 16, v, 8) == 0 && base[15] == 0 && base[24] == 0, "the Put is not at bytes 16..23");
+    CHECK_MPI(MPI_Win_unlock(0, win));
     CHECK_MPI(MPI_Win_free(&win));
 }
 
@@ -276,6 +307,7 @@ int main(int argc, char **argv)
     put_lands_where_it_should(4100);
     put_lands_where_it_should(4096);
     put_lands_where_it_should(4111);
+    self_window();
     int r;
     MPI_Comm_rank(MPI_COMM_WORLD, &r);
     attributes(MPI_WIN_FLAVOR_CREATE, 4100, 4);
