@@ -54,7 +54,7 @@ static void assist_calls(void)
         pause_us(pause);
         if (!wanted())
             break;
-        if (msh_progress_poll_all() > 0)
+        if (msh_progress_poll_lanes() > 0)
             pause = FIRST_POLL_US;
         else if ((pause *= 2) > BACKOFF_MAX_US)
             pause = BACKOFF_MAX_US;

@@ -69,15 +69,15 @@ static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
     msh_notify_flush(&b);
 }
 
-int msh_progress_poll(msh_vci *v, int blocking)
+static int poll_vci(msh_vci *v, int blocking, int lanes_only)
 {
-    if (msh_tp_idle(v->tp) && !msh_queue_nonempty(v))
+    if (msh_tp_idle(v->tp) && (lanes_only || !msh_queue_nonempty(v)))
         return 0;
     if (blocking)
         msh_vci_lock(v);
     else if (!msh_vci_trylock(v))
         return 0;
-    if (msh_queue_nonempty(v))
+    if (!lanes_only && msh_queue_nonempty(v))
         msh_queue_drain(v);
     if (msh_tp_idle(v->tp)) {
         msh_vci_unlock(v);
@@ -94,6 +94,11 @@ int msh_progress_poll(msh_vci *v, int blocking)
     complete_polled(v, done, n);
     msh_vci_unlock(v);
     return n;
+}
+
+int msh_progress_poll(msh_vci *v, int blocking)
+{
+    return poll_vci(v, blocking, 0);
 }
 
 /* ------------------------------------------------------------ yielding */
@@ -156,9 +161,19 @@ static int poll_all(int blocking)
     return n;
 }
 
-int msh_progress_poll_all(void)
+/* The helper runs while a program thread is inside a blocking host call,
+ * which moves the host itself: entering the host from a second thread
+ * there adds concurrency the program never asked for, and the host may not
+ * bear it (Open MPI 4.1's ompio progress walks its pending file requests
+ * without a lock: MPI_File_read_all_end died of SIGSEGV). */
+int msh_progress_poll_lanes(void)
 {
-    return poll_all(0);
+    msh_tp_lanes_only = 1;
+    int n = 0;
+    for (int i = 0; i < msh_pool.n; i++)
+        n += poll_vci(&msh_pool.v[i], 0, 1);
+    msh_tp_lanes_only = 0;
+    return n;
 }
 
 /* The sweep of PROGRESS=vci, by the owner of domain self: one pass over

@@ -38,9 +38,10 @@ int msh_progress_try(int vci);
  * Returns completions. */
 int msh_progress_poll(msh_vci *v, int blocking);
 
-/* One poll of every VCI whose lock is free, whoever owns its domain (a
- * progress thread may sleep while only a lane's own traffic is in flight).
- * Returns completions. */
-int msh_progress_poll_all(void);
+/* One poll of every lane whose VCI's lock is free, whoever owns its domain,
+ * for a thread that must not enter the host (sync/assist.h): no queued
+ * posts, no host polls or pokes, no partitioned sweep. Returns
+ * completions. */
+int msh_progress_poll_lanes(void);
 
 #endif

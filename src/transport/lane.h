@@ -290,6 +290,8 @@ int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx);
 void msh_lane_poke_host(msh_lane_q *q);
 static inline int msh_lane_host_poll(msh_lane_q *q, msh_tp *host, const msh_tp_done **hd)
 {
+    if (MSH_UNLIKELY(msh_tp_lanes_only))
+        return 0;
     if (host->ntracked)
         return msh_tp_poll(host, hd);
     if (++q->host_quiet % MSH_LANE_POKE_POLLS == 0)

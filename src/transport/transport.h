@@ -150,6 +150,10 @@ msh_tp *msh_tp_open(const char *name, int idx, const char **why);
  * would span two transports. Written once, at init. */
 extern int msh_tp_direct;
 
+/* Set while this thread polls the lanes only (msh_progress_poll_lanes): a
+ * lane's poll then neither polls nor pokes the host transport under it. */
+extern MSH_TLS int msh_tp_lanes_only;
+
 /* A communicator the shim registered (collective over c: every member
  * calls it, in the same order as its other collectives on c), and its
  * removal (MPI_Comm_free). A transport that carries communicators of its
