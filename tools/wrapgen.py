@@ -193,7 +193,7 @@ MSH_EXPORT {ret} {name}({plist})
 
 COLLECTIVE = """MSH_EXPORT {ret} {name}({plist})
 {{
-    MSH_COLL_BY_HOST(P{name}({args}));
+    MSH_COLL_BY_HOST(P{name}({args}));{inter}
     MPI_Request r_;
     msh_coll_ctx c_ = msh_coll_enter({comm});
     int rc_ = P{twin}({args}, &r_);
@@ -226,7 +226,11 @@ def blocking_via_nonblocking(ret, n, plist, args, params, twin):
     """A blocking collective as its nonblocking form plus a shim wait, so a
     thread waiting in it sleeps instead of spinning in the host (rule 2)."""
     comm = [a for a, t in zip(args, param_types(params)) if t.startswith("MPI_Comm")][-1]
-    return COLLECTIVE.format(ret=ret, name=n, plist=plist, args=", ".join(args), comm=comm, twin=twin)
+    # Rooted ones over an intercommunicator: the host's blocking call (wrap.h).
+    inter = ""
+    if "root" in args:
+        inter = "\n    MSH_COLL_INTER_BY_HOST({comm}, P{name}({args}));".format(comm=comm, name=n, args=", ".join(args))
+    return COLLECTIVE.format(ret=ret, name=n, plist=plist, args=", ".join(args), comm=comm, twin=twin, inter=inter)
 
 
 def main():

@@ -57,6 +57,7 @@ static const int *empty_counts(const int counts[], MPI_Datatype type, MPI_Comm c
 MSH_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
     MSH_COLL_BY_HOST(PMPI_Bcast(buffer, count, datatype, root, comm));
+    MSH_COLL_INTER_BY_HOST(comm, PMPI_Bcast(buffer, count, datatype, root, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
 #if defined(OPEN_MPI)

@@ -47,6 +47,27 @@ typedef struct {
         }                                                                                                   \
     } while (0)
 
+/* A rooted collective (MPI_Bcast, Gather(v), Scatter(v), Reduce) over an
+ * intercommunicator is the host's blocking call, as a window
+ * synchronization is (passthru.h): the ranks of the root's side other than
+ * the root pass MPI_PROC_NULL, and MPI leaves their other arguments
+ * insignificant, but both hosts' nonblocking forms go by them. With count
+ * 0 there (what mpi4py passes), Open MPI 4.1's libnbc skips the call on
+ * that rank alone, which then uses other tags than its peers, and the next
+ * collective hangs, raw with MPI_Ibcast as well; under MPICH 4.0 a
+ * receiver returned without the data. Being an intercommunicator is the
+ * same on every member, so every rank takes the same form. */
+#define MSH_COLL_INTER_BY_HOST(comm, call)                                                                  \
+    do {                                                                                                    \
+        msh_comm *mc_ = msh_comm_lookup(comm);                                                              \
+        if (MSH_UNLIKELY(mc_ && mc_->inter)) {                                                              \
+            MSH_WAIT_ENTER();                                                                               \
+            int rc_ = call;                                                                                 \
+            MSH_WAIT_EXIT();                                                                                \
+            return rc_;                                                                                     \
+        }                                                                                                   \
+    } while (0)
+
 static inline msh_coll_ctx msh_coll_enter(MPI_Comm comm)
 {
     msh_coll_ctx c = { NULL };

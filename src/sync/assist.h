@@ -9,8 +9,9 @@
  * this one can move before it makes its side of the call: a deadlock that
  * MPI's progress rule forbids and that the raw host, whose blocking calls
  * progress everything, never has. So while any thread is inside such a
- * call, a helper thread polls every VCI, backing off while it finds
- * nothing. The helper starts at the first such call with a lane open and
+ * call, a helper thread polls every VCI's lane, backing off while it finds
+ * nothing; never the host, which that call moves (msh_progress_poll_lanes).
+ * The helper starts at the first such call with a lane open and
  * ends at MPI_Finalize; with the host transport alone the calls pay one
  * predictable branch. */
 #ifndef MSH_SYNC_ASSIST_H

@@ -1,9 +1,12 @@
 /* Communicator management through the shim: intercommunicators (create,
  * traffic with remote-group ranks, merge + allreduce) and the intracomm
  * constructors (dup, dup_with_info, idup, split, split_type, create,
- * create_group), info and names, with traffic on each and isolation of a
+ * create_group), info and names, rooted collectives over an
+ * intercommunicator, with traffic on each and isolation of a
  * dup from its parent.  A shim that maps communicators (e.g. a table keyed
  * by handle) must translate ranks and contexts right for every one. */
+#include <string.h>
+
 #include "testutil.h"
 
 
@@ -51,6 +54,72 @@ static void inter_traffic(MPI_Comm inter, const char *what)
                   st.MPI_TAG);
         }
     CHECK_MPI(MPI_Waitall(4 * rs, rq, MPI_STATUSES_IGNORE));
+}
+
+/* Rooted collectives over an intercommunicator, every rank of each side
+ * in turn the root (MPI_ROOT), its side's other ranks MPI_PROC_NULL with
+ * count 0 and no buffer (MPI leaves their other arguments insignificant;
+ * mpi4py passes exactly that). Open MPI 4.1's nonblocking forms take part
+ * or not by each rank's own count, so such ranks fell out of step with
+ * the rest: the next rooted collective hung, raw with MPI_Ibcast and under
+ * a shim that makes MPI_Bcast as MPI_Ibcast + a wait. */
+static void rooted_collectives(MPI_Comm inter, int color, int lrank, int lsize, int rsize)
+{
+    int v[4], got[64], one = -1;
+    for (int round = 0; round < 3; round++)
+        for (int side = 0; side < 2; side++) {
+            int n = side == color ? lsize : rsize;
+            for (int root = 0; root < n; root++) {
+                int mine = side == color, me_root = mine && root == lrank;
+                int r = mine ? (me_root ? MPI_ROOT : MPI_PROC_NULL) : root;
+                int want[4] = { side, root, round, 42 };
+                test_step = "intercomm MPI_Bcast";
+                if (me_root)
+                    CHECK_MPI(MPI_Bcast(want, 4, MPI_INT, r, inter));
+                else if (mine)
+                    CHECK_MPI(MPI_Bcast(NULL, 0, MPI_INT, r, inter));
+                else {
+                    memset(v, 0xff, sizeof v);
+                    CHECK_MPI(MPI_Bcast(v, 4, MPI_INT, r, inter));
+                    CHECK(!memcmp(v, want, sizeof v), "Bcast round %d from side %d root %d: {%d,%d,%d,%d}", round,
+                          side, root, v[0], v[1], v[2], v[3]);
+                }
+                test_step = "intercomm MPI_Gather";
+                int val = 1000 * round + 10 * lrank + side;
+                if (me_root) {
+                    CHECK_MPI(MPI_Gather(NULL, 0, MPI_INT, got, 1, MPI_INT, r, inter));
+                    for (int j = 0; j < rsize; j++)
+                        CHECK(got[j] == 1000 * round + 10 * j + side, "Gather round %d: slot %d holds %d", round, j,
+                              got[j]);
+                } else if (mine)
+                    CHECK_MPI(MPI_Gather(NULL, 0, MPI_INT, NULL, 0, MPI_INT, r, inter));
+                else
+                    CHECK_MPI(MPI_Gather(&val, 1, MPI_INT, NULL, 0, MPI_INT, r, inter));
+                test_step = "intercomm MPI_Scatter";
+                if (me_root) {
+                    for (int j = 0; j < rsize; j++)
+                        got[j] = 7 * j + round;
+                    CHECK_MPI(MPI_Scatter(got, 1, MPI_INT, NULL, 0, MPI_INT, r, inter));
+                } else if (mine)
+                    CHECK_MPI(MPI_Scatter(NULL, 0, MPI_INT, NULL, 0, MPI_INT, r, inter));
+                else {
+                    CHECK_MPI(MPI_Scatter(NULL, 0, MPI_INT, &one, 1, MPI_INT, r, inter));
+                    CHECK(one == 7 * lrank + round, "Scatter round %d: got %d, expected %d", round, one,
+                          7 * lrank + round);
+                }
+                test_step = "intercomm MPI_Reduce";
+                if (me_root) {
+                    CHECK_MPI(MPI_Reduce(&val, &one, 1, MPI_INT, MPI_SUM, r, inter)); /* MPICH wants buffers there */
+                    CHECK(one == rsize * (rsize - 1) / 2 + round * rsize, "Reduce round %d: sum %d", round, one);
+                } else if (mine)
+                    CHECK_MPI(MPI_Reduce(NULL, NULL, 0, MPI_INT, MPI_SUM, r, inter));
+                else {
+                    val = lrank + round;
+                    CHECK_MPI(MPI_Reduce(&val, &one, 1, MPI_INT, MPI_SUM, r, inter));
+                }
+            }
+        }
+    test_step = "intercomm";
 }
 
 static void intercomm(void)
@@ -129,6 +198,7 @@ static void intercomm(void)
         CHECK_MPI(MPI_Waitall(rsize, rq, MPI_STATUSES_IGNORE));
     }
     CHECK_MPI(MPI_Barrier(inter));
+    rooted_collectives(inter, color, lrank, lsize, rsize);
 
     /* A duplicate of the intercommunicator, and a split of it into two
      * intercommunicators where a half has two ranks or more. */
