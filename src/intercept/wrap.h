@@ -57,10 +57,23 @@ typedef struct {
  * collective hangs, raw with MPI_Ibcast as well; under MPICH 4.0 a
  * receiver returned without the data. Being an intercommunicator is the
  * same on every member, so every rank takes the same form. */
+static inline int msh_coll_inter(MPI_Comm comm)
+{
+    msh_comm *mc = msh_comm_lookup(comm);
+    if (MSH_LIKELY(mc != NULL))
+        return mc->inter;
+    /* Not in the side table: made by MPI_Comm_accept, connect, join or
+     * spawn, which the shim does not register. */
+    int inter = 0, locked = msh_host_enter();
+    if (PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+        inter = 0;
+    msh_host_exit(locked);
+    return inter;
+}
+
 #define MSH_COLL_INTER_BY_HOST(comm, call)                                                                  \
     do {                                                                                                    \
-        msh_comm *mc_ = msh_comm_lookup(comm);                                                              \
-        if (MSH_UNLIKELY(mc_ && mc_->inter)) {                                                              \
+        if (MSH_UNLIKELY(msh_coll_inter(comm))) {                                                           \
             MSH_WAIT_ENTER();                                                                               \
             int rc_ = call;                                                                                 \
             MSH_WAIT_EXIT();                                                                                \
