@@ -139,6 +139,14 @@ static void entry_free(msh_win *e)
     free(e);
 }
 
+/* K internal windows, target rank r routed to window r mod K. */
+static void set_k(msh_win *e, int k)
+{
+    e->k = k;
+    for (int r = 0; r < e->nranks; r++)
+        e->tmap[r] = (uint8_t)(r % k);
+}
+
 /* The side-table entry of a new window whose first host window is w:
  * layout, the target -> window map, and (allocated windows) every rank's
  * user size for MPI_Win_shared_query. Collective over a->comm. */
@@ -162,8 +170,7 @@ static int entry_new(msh_win_args *a, MPI_Win w, int k, msh_win **out)
     int rc = e->wins && e->tmap ? MPI_SUCCESS : MPI_ERR_NO_MEM;
     if (rc == MPI_SUCCESS) {
         e->wins[0] = w;
-        for (int r = 0; r < e->nranks; r++)
-            e->tmap[r] = (uint8_t)(r % k);
+        set_k(e, k);
     }
     if (rc == MPI_SUCCESS && a->flavor == MPI_WIN_FLAVOR_ALLOCATE) {
         e->sizes = malloc((size_t)e->nranks * sizeof *e->sizes);
@@ -202,9 +209,7 @@ static int more_windows(msh_win_args *a, msh_win *e, void *base, int keep_inner)
                      "allocated until MPI_Finalize");
     for (int i = all; i < made; i++)
         e->wins[i] = MPI_WIN_NULL;
-    e->k = all;
-    for (int r = 0; r < e->nranks; r++)
-        e->tmap[r] = (uint8_t)(r % all);
+    set_k(e, all);
     if (all == 1 && !keep_inner)
         PMPI_Comm_free(&e->inner);
     return MPI_SUCCESS;
