@@ -28,8 +28,13 @@
  * with in-order matching gives MPI's non-overtaking rule.
  *
  * A synchronous send completes once its receive has matched: the receiver
- * answers a matched synchronous message with an empty acknowledgement,
- * which the sender receives (a directed receive posted with the send).
+ * answers a matched synchronous message with an empty acknowledgement
+ * whose tag names the send (its request's slot), and the sender takes
+ * every acknowledgement with one standing receive. A receive posted per
+ * send would hold one of the provider's bounded receive entries for as
+ * long as the send waits for its match, and sends waiting for receives
+ * the peer posts later would fill them (tcp;ofi_rxm holds about a
+ * thousand): no later send could go, the ones the peer waits for included.
  *
  * Datatypes: a named type goes straight from or to the user's buffer; any
  * other is packed (send) or received into a packed buffer and unpacked.
@@ -225,7 +230,7 @@ static const char *job_open(void)
 /* ------------------------------------------------------------ requests */
 
 enum { OP_SEND, OP_RECV, OP_PROBE, OP_ACK };
-enum { CTX_MAIN, CTX_ACK, CTX_BULK };
+enum { CTX_MAIN, CTX_ACKS, CTX_BULK };
 
 struct fab_req;
 typedef struct fab_ctx {
@@ -236,7 +241,7 @@ typedef struct fab_ctx {
 
 typedef struct fab_req {
     msh_lane_req b;      /* first (lane.h) */
-    fab_ctx main, ack, bulk;
+    fab_ctx main, bulk;
     uint8_t op, mode;
     int pending;         /* completions still to come */
     /* the operation */
@@ -250,7 +255,7 @@ typedef struct fab_req {
     /* waiting in the backlog: what is left to issue */
     struct fab_req *next;
     void *buf;
-    uint8_t ack_posted;  /* a synchronous send's acknowledgement receive */
+    uint8_t ack_wait;    /* a synchronous send went: its acknowledgement is to come */
     /* Without FI_PEEK, a message over EAGER_MAX goes as a header (its
      * length and a sequence number) and then its bulk, on a tag of its
      * own, so that a probe never needs more than EAGER_MAX bytes. */
@@ -289,7 +294,9 @@ typedef struct fab_tp {
     struct fab_held *held, **held_tail;
     char *bounce;
     int closed;          /* the endpoint is gone (finalize): nothing moves */
-    uint32_t seq;        /* synchronous sends */
+    uint32_t seq;        /* large messages' bulk */
+    fab_ctx acks;        /* the standing receive of acknowledgements */
+    int acks_posted;
     /* Operations the provider could not take yet (-FI_EAGAIN), issued in
      * order by later progress: the poster never spins inside a post,
      * where it would wait for a peer that is itself spinning in a post on
@@ -312,9 +319,8 @@ static fab_req *req_new(fab_tp *f)
 {
     fab_req *r = (fab_req *)msh_lane_req_new(&f->q);
     if (r) {
-        r->main.req = r->ack.req = r->bulk.req = r;
+        r->main.req = r->bulk.req = r;
         r->main.which = CTX_MAIN;
-        r->ack.which = CTX_ACK;
         r->bulk.which = CTX_BULK;
     }
     return r;
@@ -553,9 +559,44 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
         send_ack(f, r->fc, (int)(uint32_t)data, data);
 }
 
+/* Post the standing receive of acknowledgements: from any process, on
+ * any communicator, for any send (the tag's low bits). Retried by
+ * progress while the provider cannot take it; an acknowledgement that
+ * comes meanwhile waits in the provider as unexpected. */
+static void post_acks(fab_tp *f)
+{
+    if (f->closed)
+        return;
+    ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, FI_ADDR_UNSPEC, TAG_ACK, TAG_BULK_BIT - 1, &f->acks.f);
+    if (rc == 0)
+        f->acks_posted = 1;
+    else if (rc != -FI_EAGAIN)
+        msh_log("fabric: VCI %d: the receive of acknowledgements failed: error %d", f->base.idx, (int)rc);
+}
+
+/* The acknowledgement of the synchronous send in slot seq - 1 came. */
+static void on_ack(fab_tp *f, uint64_t tag)
+{
+    f->acks_posted = 0;
+    fab_req *r = req_of(f, enc((int)(tag & 0x7fffffffu) - 1));
+    if (r && r->op == OP_SEND && r->ack_wait) {
+        r->ack_wait = 0;
+        if (--r->pending == 0)
+            finish(f, r);
+    } else {
+        msh_log("fabric: VCI %d: an acknowledgement for no synchronous send (%u)", f->base.idx,
+                (unsigned)(tag & 0x7fffffffu));
+    }
+    post_acks(f);
+}
+
 static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
 {
     fab_ctx *c = e->op_context;
+    if (c->which == CTX_ACKS) {
+        on_ack(f, e->tag);
+        return;
+    }
     fab_req *r = c->req;
     if (r->op == OP_PROBE && job.nopeek) {
         hold(f, e);
@@ -583,15 +624,20 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
 static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
 {
     fab_ctx *c = e->op_context;
+    if (c->which == CTX_ACKS) {
+        f->acks_posted = 0;
+        if (e->err != FI_ECANCELED)
+            msh_log("fabric: VCI %d: the receive of acknowledgements failed: error %d", f->base.idx, e->err);
+        post_acks(f);
+        return;
+    }
     fab_req *r = c->req;
     if (r->op == OP_PROBE) {
         r->probe_found = 0; /* FI_ENOMSG: nothing there */
         r->pending = 0;
         return;
     }
-    if (e->err == FI_ECANCELED && c->which == CTX_ACK) {
-        /* the acknowledgement receive of a send that failed */
-    } else if (e->err == FI_ECANCELED) {
+    if (e->err == FI_ECANCELED) {
         r->b.status.MPI_ERROR = MPI_SUCCESS;
         PMPI_Status_set_cancelled(&r->b.status, 1);
     } else if (r->op == OP_RECV && c->which == CTX_MAIN) {
@@ -616,6 +662,8 @@ static int progress(fab_tp *f)
     int total = 0;
     if (f->closed)
         return 0;
+    if (MSH_UNLIKELY(!f->acks_posted))
+        post_acks(f);
     for (;;) {
         int n = read_cq(f);
         total += n;
@@ -694,15 +742,8 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
     fab_comm *fc = r->fc;
     fi_addr_t to = f->addr[fc->world[r->peer]];
     uint64_t tag = fc->cid_bits | (uint32_t)r->tag, data = (uint32_t)fc->rank;
-    if (r->mode == MSH_TP_SSEND) {
+    if (r->mode == MSH_TP_SSEND)
         data |= (uint64_t)r->ack_tag << 32;
-        if (!r->ack_posted) {
-            ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, to, TAG_ACK | fc->cid_bits | r->ack_tag, 0, &r->ack.f);
-            if (rc)
-                return rc;
-            r->ack_posted = 1;
-        }
-    }
     if (job.nopeek && r->len > EAGER_MAX) {
         if (!r->hdr_sent) {
             uint64_t len = r->len;
@@ -712,10 +753,14 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
             if (rc)
                 return rc;
             r->hdr_sent = 1;
+            r->ack_wait = r->mode == MSH_TP_SSEND; /* the header matches */
         }
         return fi_tsend(f->ep, r->buf, r->len, NULL, to, TAG_BULK | fc->cid_bits | r->bulk_seq, &r->bulk.f);
     }
-    return fi_tsenddata(f->ep, r->buf, r->len, NULL, data, to, tag, &r->main.f);
+    ssize_t rc = fi_tsenddata(f->ep, r->buf, r->len, NULL, data, to, tag, &r->main.f);
+    if (rc == 0)
+        r->ack_wait = r->mode == MSH_TP_SSEND;
+    return rc;
 }
 
 /* A receive shorter than rx_min lands in scratch memory (see rx_min);
@@ -784,13 +829,12 @@ static void backlog_add(fab_tp *f, fab_req *r)
     f->bl_tail[q] = r;
 }
 
-/* r could not be issued: it ends, once a synchronous send's
- * acknowledgement receive, if posted, is cancelled. */
+/* r could not be issued: it ends, once what went is done (a large
+ * message's header, and a synchronous one's acknowledgement, which the
+ * header's match sends). */
 static void fail_issued(fab_tp *f, fab_req *r)
 {
-    r->pending = r->ack_posted + r->hdr_sent; /* still to come */
-    if (r->ack_posted)
-        fi_cancel(&f->ep->fid, &r->ack.f);
+    r->pending = r->ack_wait + r->hdr_sent; /* still to come */
     if (!r->pending)
         finish(f, r);
 }
@@ -874,7 +918,7 @@ static int issue(fab_tp *f, fab_req *r)
     if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
         return bsend(f, r);
     memset(&r->b.status, 0, sizeof r->b.status);
-    r->ack_posted = r->hdr_sent = r->bulk_wait = 0;
+    r->ack_wait = r->hdr_sent = r->bulk_wait = 0;
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->b.tmp);
@@ -883,7 +927,7 @@ static int issue(fab_tp *f, fab_req *r)
     }
     r->pending = r->op == OP_SEND && r->mode == MSH_TP_SSEND ? 2 : 1;
     if (r->op == OP_SEND && r->mode == MSH_TP_SSEND)
-        r->ack_tag = next_seq(f);
+        r->ack_tag = (uint32_t)r->b.slot + 1; /* never 0: the request lives until its acknowledgement */
     if (r->op == OP_SEND && job.nopeek && r->len > EAGER_MAX) {
         r->bulk_seq = next_seq(f);
         r->pending++;
@@ -901,7 +945,7 @@ static int issue(fab_tp *f, fab_req *r)
          * acknowledgement receive must still be cancelled lives on until
          * that completes, then goes (persistent ones stay the caller's). */
         r->b.status.MPI_ERROR = fi_error((int)frc);
-        if ((r->ack_posted || r->hdr_sent) && !r->b.persistent)
+        if ((r->ack_wait || r->hdr_sent) && !r->b.persistent)
             r->b.orphan = 1;
         fail_issued(f, r);
         return r->b.status.MPI_ERROR;
@@ -1394,6 +1438,8 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     f->host = host;
     f->base.ops = &fab_ops;
     f->base.idx = idx;
+    f->acks.which = CTX_ACKS;
+    post_acks(f);
     set_tracked(f);
     msh_tp_direct = 0;
     return &f->base;
