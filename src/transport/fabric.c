@@ -14,14 +14,16 @@
  * matched by one transport only.
  *
  * Matching is the provider's tagged matching. A message's 64-bit tag:
- *   bit 63      an acknowledgement (synchronous sends, below); with
+ *   bit 63      an acknowledgement (synchronous sends, below: the tag
+ *               is this bit alone); with
  *   bit 62      a large message's bulk (providers without FI_PEEK, below)
  *   bits 32-61  the communicator's fabric id
- *   bits 0-31   the MPI tag (the ack's and bulk's: a sequence number)
+ *   bits 0-31   the MPI tag (the bulk's: a sequence number)
  * The remote data (64 bits) carries the sender's rank in the communicator
- * (low half) and, for a synchronous send, its sequence number (bits
- * 32-62, never 0); bit 63 marks a large message's header. A receive
- * therefore ignores no tag bit unless it takes MPI_ANY_TAG (the low 32).
+ * (low half) and, for a synchronous send, its number (bits 32-62, never
+ * 0), which is all an acknowledgement's data; bit 63 marks a large
+ * message's header. A receive therefore ignores no tag bit unless it takes
+ * MPI_ANY_TAG (the low 32).
  * A receive from a given source is a directed receive (FI_DIRECTED_RECV)
  * from that process's endpoint. The
  * provider keeps messages from one sender in order (FI_ORDER_SAS), which
@@ -29,7 +31,7 @@
  *
  * A synchronous send completes once its receive has matched: the receiver
  * answers a matched synchronous message with an empty acknowledgement
- * whose tag names the send (its request's slot), and the sender takes
+ * whose data names the send (its request's slot), and the sender takes
  * every acknowledgement with one standing receive. A receive posted per
  * send would hold one of the provider's bounded receive entries for as
  * long as the send waits for its match, and sends waiting for receives
@@ -268,7 +270,7 @@ typedef struct fab_req {
     struct fab_held *held; /* the message a matched probe holds */
     char hdr[HDR_LEN];
     fi_addr_t ack_to;    /* OP_ACK */
-    uint64_t ack_tag;
+    uint64_t ack_tag;    /* a synchronous send's number; OP_ACK's data */
 } fab_req;
 
 typedef struct fab_held {
@@ -377,9 +379,9 @@ static inline uint32_t next_seq(fab_tp *f)
  * an empty message, taken by the sender's acknowledgement receive. */
 static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
 {
-    uint64_t tag = TAG_ACK | fc->cid_bits | SYNC_SEQ(data);
+    uint64_t seq = SYNC_SEQ(data);
     fi_addr_t to = f->addr[fc->world[src]];
-    if (!f->bl_head[BL_TX] && fi_tinject(f->ep, NULL, 0, to, tag) != -FI_EAGAIN)
+    if (!f->bl_head[BL_TX] && fi_tinjectdata(f->ep, NULL, 0, seq, to, TAG_ACK) != -FI_EAGAIN)
         return;
     fab_req *a = req_new(f);
     if (!a) {
@@ -389,7 +391,7 @@ static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
     }
     a->op = OP_ACK;
     a->ack_to = to;
-    a->ack_tag = tag;
+    a->ack_tag = seq;
     f->nacks++;
     backlog_add(f, a);
 }
@@ -559,15 +561,17 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
         send_ack(f, r->fc, (int)(uint32_t)data, data);
 }
 
-/* Post the standing receive of acknowledgements: from any process, on
- * any communicator, for any send (the tag's low bits). Retried by
+/* Post the standing receive of acknowledgements: from any process, for
+ * any send. No tag bit is ignored (libfabric 1.17's shm provider would
+ * apply an ignore mask to later receives its entry serves: see job.nopeek),
+ * so the send is named in the data. Retried by
  * progress while the provider cannot take it; an acknowledgement that
  * comes meanwhile waits in the provider as unexpected. */
 static void post_acks(fab_tp *f)
 {
     if (f->closed)
         return;
-    ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, FI_ADDR_UNSPEC, TAG_ACK, TAG_BULK_BIT - 1, &f->acks.f);
+    ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, FI_ADDR_UNSPEC, TAG_ACK, 0, &f->acks.f);
     if (rc == 0)
         f->acks_posted = 1;
     else if (rc != -FI_EAGAIN)
@@ -575,17 +579,17 @@ static void post_acks(fab_tp *f)
 }
 
 /* The acknowledgement of the synchronous send in slot seq - 1 came. */
-static void on_ack(fab_tp *f, uint64_t tag)
+static void on_ack(fab_tp *f, uint64_t seq)
 {
     f->acks_posted = 0;
-    fab_req *r = req_of(f, enc((int)(tag & 0x7fffffffu) - 1));
+    fab_req *r = req_of(f, enc((int)(seq & 0x7fffffffu) - 1));
     if (r && r->op == OP_SEND && r->ack_wait) {
         r->ack_wait = 0;
         if (--r->pending == 0)
             finish(f, r);
     } else {
         msh_log("fabric: VCI %d: an acknowledgement for no synchronous send (%u)", f->base.idx,
-                (unsigned)(tag & 0x7fffffffu));
+                (unsigned)(seq & 0x7fffffffu));
     }
     post_acks(f);
 }
@@ -594,7 +598,7 @@ static void on_completion(fab_tp *f, const struct fi_cq_tagged_entry *e)
 {
     fab_ctx *c = e->op_context;
     if (c->which == CTX_ACKS) {
-        on_ack(f, e->tag);
+        on_ack(f, e->data);
         return;
     }
     fab_req *r = c->req;
@@ -808,7 +812,7 @@ static ssize_t try_issue(fab_tp *f, fab_req *r)
     switch (r->op) {
     case OP_SEND: return try_send(f, r);
     case OP_RECV: return try_recv(f, r);
-    default:      return fi_tinject(f->ep, NULL, 0, r->ack_to, r->ack_tag);
+    default:      return fi_tinjectdata(f->ep, NULL, 0, r->ack_tag, r->ack_to, TAG_ACK);
     }
 }
 
