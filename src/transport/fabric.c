@@ -367,8 +367,7 @@ static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, siz
 static int read_cq(fab_tp *f);
 static void backlog_add(fab_tp *f, fab_req *r);
 
-/* A synchronous send's or a large message's sequence number: 1 to 2^31 - 1
- * (0 in the remote data means "not synchronous"; its top bit is DATA_HDR). */
+/* A large message's sequence number (its bulk's tag): 1 to 2^31 - 1. */
 static inline uint32_t next_seq(fab_tp *f)
 {
     f->seq = f->seq % 0x7fffffffu + 1;
@@ -376,7 +375,8 @@ static inline uint32_t next_seq(fab_tp *f)
 }
 
 /* Answer a matched synchronous message from the communicator's rank src:
- * an empty message, taken by the sender's acknowledgement receive. */
+ * an empty message whose data is the send's number, taken by the
+ * sender's standing receive (post_acks). */
 static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
 {
     uint64_t seq = SYNC_SEQ(data);
