@@ -120,12 +120,13 @@ expect_config_error() {
     if grep -q '^OK ' "$2"; then echo "the program ran despite the bad value"; fi
 }
 
-# fatal_call: the job failed, and the shim named the program's call.
+# fatal_call, fatal_part: the job failed, and the shim named the program's
+# call (MPI_Recv, or fatal_call_name when set).
 expect_fatal_call() {
     [ "$1" -ne 0 ] || { echo "exit code 0, expected the job to abort"; return; }
-    local n
-    n=$(grep -c '^mpishim: rank 0: error in MPI_Recv: ' "$2")
-    [ "$n" -eq 1 ] || echo "expected one line naming MPI_Recv, found $n"
+    local n call=${fatal_call_name:-MPI_Recv}
+    n=$(grep -c "^mpishim: rank 0: error in $call: " "$2")
+    [ "$n" -eq 1 ] || echo "expected one line naming $call, found $n"
     if grep -q '^NOT-ABORTED' "$2"; then echo "the fatal handler returned"; fi
 }
 
@@ -515,9 +516,13 @@ for host in "${hosts[@]}"; do
     run_case "$host p2p_waitall_error np2 solo, MAP=tag" expect_ok \
         env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=multiple TEST_EXPECT_RUNTIME=1 MPISHIM_MAP=tag \
         MPISHIM_ASSERT=no_any_tag "${launch[@]}" -np 2 "$hb/tests/mpi/p2p_waitall_error"
-    # A receive left pending at finalize on the solo path is reported.
     run_case "$host a fatal error the shim raises names the program's call" expect_fatal_call \
         env MPISHIM_ASSERT=no_any_tag "${launch[@]}" -np 2 "$hb/tests/proc/fatal_call"
+    for m in pready:MPI_Pready list:MPI_Pready_list cancel:MPI_Cancel free:MPI_Request_free; do
+        fatal_call_name=${m#*:} run_case "$host a fatal error in ${m#*:} names it" expect_fatal_call \
+            "${launch[@]}" -np 2 "$hb/tests/proc/fatal_part" "${m%%:*}"
+    done
+    # A receive left pending at finalize on the solo path is reported.
     run_case "$host MPISHIM_STATS=1 reports a pending solo-path request" expect_pending_reported \
         env MPISHIM_STATS=1 "${launch[@]}" -np 2 "$hb/tests/proc/pending_irecv"
     for p in thread offload; do

@@ -67,7 +67,7 @@ static void say(MPI_Errhandler eh, int err)
     msh_log("rank %d: error in %s: %s", rank, c ? c : "an MPI call", what);
 }
 
-int msh_error_comm(MPI_Comm c, int err)
+int msh_error_comm_raise(MPI_Comm c, int err)
 {
     MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
     if (c != MPI_COMM_NULL && PMPI_Comm_get_errhandler(c, &eh) == MPI_SUCCESS) {
@@ -78,7 +78,7 @@ int msh_error_comm(MPI_Comm c, int err)
     return err;
 }
 
-int msh_error_win(MPI_Win w, int err)
+int msh_error_win_raise(MPI_Win w, int err)
 {
     MPI_Errhandler eh = MPI_ERRHANDLER_NULL;
     if (w != MPI_WIN_NULL && PMPI_Win_get_errhandler(w, &eh) == MPI_SUCCESS) {

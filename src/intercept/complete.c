@@ -283,7 +283,7 @@ MSH_EXPORT int MPI_Request_free(MPI_Request *req)
     msh_request *r = msh_req_of(*req);
     if (!r)
         RETURN_HOST_CALL(*req, PMPI_Request_free(req));
-    return msh_req_ops_of(r)->free(r, req);
+    return msh_error_keep_frame(msh_req_ops_of(r)->free(r, req));
 }
 
 MSH_EXPORT int MPI_Cancel(MPI_Request *req)
@@ -293,7 +293,7 @@ MSH_EXPORT int MPI_Cancel(MPI_Request *req)
     msh_request *r = msh_req_of(*req);
     if (!r)
         RETURN_HOST_CALL(*req, PMPI_Cancel(req));
-    return msh_req_ops_of(r)->cancel(r);
+    return msh_error_keep_frame(msh_req_ops_of(r)->cancel(r));
 }
 
 /* MPICH defines these as macros (a request handle is its own Fortran
