@@ -518,7 +518,8 @@ for host in "${hosts[@]}"; do
         MPISHIM_ASSERT=no_any_tag "${launch[@]}" -np 2 "$hb/tests/mpi/p2p_waitall_error"
     run_case "$host a fatal error the shim raises names the program's call" expect_fatal_call \
         env MPISHIM_ASSERT=no_any_tag "${launch[@]}" -np 2 "$hb/tests/proc/fatal_call"
-    for m in pready:MPI_Pready list:MPI_Pready_list cancel:MPI_Cancel free:MPI_Request_free; do
+    for m in pready:MPI_Pready list:MPI_Pready_list cancel:MPI_Cancel free:MPI_Request_free \
+             start:MPI_Start startall:MPI_Startall; do
         fatal_call_name=${m#*:} run_case "$host a fatal error in ${m#*:} names it" expect_fatal_call \
             "${launch[@]}" -np 2 "$hb/tests/proc/fatal_part" "${m%%:*}"
     done

@@ -8,6 +8,8 @@
  *   list     MPI_Pready_list with one out of range    (MPI_Pready_list)
  *   cancel   MPI_Cancel of the active request          (MPI_Cancel)
  *   free     MPI_Request_free of the active request    (MPI_Request_free)
+ *   start    MPI_Start of the active request           (MPI_Start)
+ *   startall MPI_Startall of the active request        (MPI_Startall)
  * tests/run.sh checks that the job failed and the line naming the call.
  * Run by tests/run.sh only. */
 #include <mpi.h>
@@ -37,6 +39,10 @@ int main(int argc, char **argv)
             MPI_Cancel(&req);
         else if (strcmp(mode, "free") == 0)
             MPI_Request_free(&req);
+        else if (strcmp(mode, "start") == 0)
+            MPI_Start(&req);
+        else if (strcmp(mode, "startall") == 0)
+            MPI_Startall(1, &req);
         else
             MPI_Pready(4, req);
         printf("NOT-ABORTED %s returned\n", mode);
