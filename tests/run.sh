@@ -598,6 +598,14 @@ for host in "${hosts[@]}"; do
             bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_ASSERT=no_any_tag MPISHIM_NUM_VCIS=4 "${@:2}";
                      echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
             _ "$logdir/shm-$host" "${launch[@]}" -np 2 "$hb/tests/mpi/mt_basic"
+        # tcp;ofi_rxm's own receive depth would give every VCI some 70 MB:
+        # the shim sets a smaller one while libfabric reads it, and the
+        # user's own value wins.
+        run_case "$host fabric tcp: 4 VCIs in under 150 MB, nothing left in the environment" expect_ok \
+            env MPISHIM_FABRIC=tcp MPISHIM_NUM_VCIS=4 "${launch[@]}" -np 2 "$proc/lane_footprint" 150
+        run_case "$host fabric tcp: the user's FI_OFI_RXM_MSG_RX_SIZE is kept" expect_ok \
+            env MPISHIM_FABRIC=tcp MPISHIM_NUM_VCIS=4 FI_OFI_RXM_MSG_RX_SIZE=64 "${launch[@]}" -np 2 \
+            "$proc/lane_footprint" 150 64
     fi
 
     # Fortran: mpif.h and `use mpi` programs with OpenMP threads,
