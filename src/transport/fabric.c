@@ -1328,10 +1328,16 @@ static int fab_release(msh_tp *tp, msh_tp_req *treq)
  * cannot open its endpoint). The structure stays: a thread still
  * returning from its last call after finalize may look at it (vci.c
  * says why the VCIs outlive finalize), and finds it closed. */
+static int flush_progress(void *f)
+{
+    return progress(f);
+}
+
 static void fab_close(msh_tp *tp)
 {
     fab_tp *f = fab_of(tp);
     if (!f->closed) {
+        msh_lane_flush(&f->q, flush_progress, f, f->base.idx);
         f->closed = 1;
         fi_close(&f->ep->fid);
         fi_close(&f->cq->fid);

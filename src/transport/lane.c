@@ -605,6 +605,29 @@ void msh_lane_poke_host(msh_lane_q *q)
     PMPI_Request_get_status(q->poke, &flag, MPI_STATUS_IGNORE);
 }
 
+static int active_orphans(const msh_lane_q *q)
+{
+    int n = 0;
+    for (int i = 0; i < q->nslots; i++)
+        n += q->slots[i] && q->slots[i]->active && q->slots[i]->orphan;
+    return n;
+}
+
+int msh_lane_flush(msh_lane_q *q, int (*progress)(void *arg), void *arg, int vci)
+{
+    int left = active_orphans(q);
+    if (left == 0)
+        return 0;
+    double until = PMPI_Wtime() + MSH_LANE_FLUSH_S;
+    while ((left = active_orphans(q)) > 0 && PMPI_Wtime() < until)
+        progress(arg);
+    if (left > 0)
+        msh_log("VCI %d: %d sends the program no longer waits for (buffered sends) did not reach their "
+                "peers within %d s of MPI_Finalize, and are dropped",
+                vci, left, MSH_LANE_FLUSH_S);
+    return left;
+}
+
 void msh_lane_q_close(msh_lane_q *q)
 {
     if (q->poke == MPI_REQUEST_NULL)

@@ -300,6 +300,14 @@ static inline int msh_lane_host_poll(msh_lane_q *q, msh_tp *host, const msh_tp_d
 }
 /* At the lane's close, before the host finalizes. */
 void msh_lane_q_close(msh_lane_q *q);
+/* Before a lane's endpoints go at MPI_Finalize: sends nobody waits for
+ * any more (buffered sends' copies, released sends) must still reach their
+ * peers, as the host delivers its buffered sends before MPI_Finalize
+ * returns. Calls progress(arg) until none is active (progress may need the
+ * peer: a rendezvous waits for its receive), or MSH_LANE_FLUSH_S seconds
+ * have passed, which it then says on stderr. Returns how many are left. */
+#define MSH_LANE_FLUSH_S 60
+int msh_lane_flush(msh_lane_q *q, int (*progress)(void *arg), void *arg, int vci);
 /* The host's nh completions hd, then the lane's: *done is q's array. */
 int msh_lane_poll(msh_lane_q *q, const msh_tp_done *hd, int nh, const msh_tp_done **done, int vci);
 /* The context of the k-th tracked request of the lane, oldest first. */

@@ -694,10 +694,16 @@ static int ux_release(msh_tp *tp, msh_tp_req *treq)
 /* At finalize, under the VCI's lock: the endpoints and the worker go (its
  * shared-memory segments with them); the structure stays, marked closed,
  * for a thread still returning from its last call (vci.c says why). */
+static int flush_progress(void *f)
+{
+    return (int)job.worker_progress(((ux_tp *)f)->w);
+}
+
 static void ux_close(msh_tp *tp)
 {
     ux_tp *f = ux_of(tp);
     if (!f->closed) {
+        msh_lane_flush(&f->q, flush_progress, f, f->base.idx);
         ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
         for (int i = 0; i < job.wsize; i++) {
             if (!f->ep[i])
