@@ -186,9 +186,9 @@ static const char *const docs[] = {
                        "I/O, ...), a helper thread reads the lanes. MPI_Finalize delivers the buffered sends still "
                        "moving on a lane before it closes (waiting up to 60 s). Start-up: the `ucx` lane adds "
                        "some 0.03 s to MPI_Init_thread, the libfabric ones some 0.3 s (Debian's libfabric loads "
-                       "PSM libraries whose constructors sleep 0.2 s; docs/design.md, Dependencies). Known limit: on Open MPI 4.1 (no large-count "
-                       "pack calls) one element of a derived type of more than INT_MAX bytes that is not one run "
-                       "of bytes is refused (MPI_ERR_COUNT). A lane "
+                       "PSM libraries whose constructors sleep 0.2 s; docs/design.md, Dependencies). Known "
+                       "limit: on Open MPI 4.1 (no large-count pack calls) one element of a derived type of "
+                       "more than INT_MAX bytes that is not one run of bytes is refused (MPI_ERR_COUNT). A lane "
                        "gains most with a communicator per thread (or the `no_any_tag` hint with "
                        "`MPISHIM_MAP=tag`) and `MPISHIM_PROGRESS=vci`; threads sharing one communicator share its "
                        "VCI, where `MPISHIM_PROGRESS=combine` suits them best (figures in NEWS.md).",

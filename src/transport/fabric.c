@@ -91,7 +91,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
 #define SYNC_SEQ(data) ((uint32_t)((data) >> 32) & 0x7fffffffu)
 #define EAGER_MAX 65536
 /* rxm's shared receive buffers per endpoint (job_open) */
-#define MSH_FABRIC_RXM_MSG_RX "512"
+#define RXM_MSG_RX "512"
 #define HDR_LEN 16
 
 /* ------------------------------------------------------------ the job */
@@ -224,7 +224,7 @@ static const char *job_open(void)
      * fi_getinfo; a user's own setting wins, and children inherit only
      * what the user set. */
     int set_rx = !getenv("FI_OFI_RXM_MSG_RX_SIZE") &&
-                 setenv("FI_OFI_RXM_MSG_RX_SIZE", MSH_FABRIC_RXM_MSG_RX, 1) == 0;
+                 setenv("FI_OFI_RXM_MSG_RX_SIZE", RXM_MSG_RX, 1) == 0;
     const char *why = load();
     const char *prov = provider_name();
     if (!why)
@@ -403,6 +403,7 @@ static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
     a->op = OP_ACK;
     a->ack_to = to;
     a->ack_tag = seq;
+    a->b.active = a->b.orphan = 1; /* nobody waits for it, but it must go (msh_lane_flush) */
     f->nacks++;
     backlog_add(f, a);
 }
@@ -1322,17 +1323,17 @@ static int fab_release(msh_tp *tp, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
+static int flush_progress(void *f)
+{
+    return progress(f);
+}
+
 /* Called at finalize under the VCI's lock. The endpoint must be closed:
  * the shm provider's region is a file in /dev/shm that only its close
  * removes (left, they pile up, and a later process with the same pid
  * cannot open its endpoint). The structure stays: a thread still
  * returning from its last call after finalize may look at it (vci.c
  * says why the VCIs outlive finalize), and finds it closed. */
-static int flush_progress(void *f)
-{
-    return progress(f);
-}
-
 static void fab_close(msh_tp *tp)
 {
     fab_tp *f = fab_of(tp);

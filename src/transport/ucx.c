@@ -691,14 +691,14 @@ static int ux_release(msh_tp *tp, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
-/* At finalize, under the VCI's lock: the endpoints and the worker go (its
- * shared-memory segments with them); the structure stays, marked closed,
- * for a thread still returning from its last call (vci.c says why). */
 static int flush_progress(void *f)
 {
     return (int)job.worker_progress(((ux_tp *)f)->w);
 }
 
+/* At finalize, under the VCI's lock: the endpoints and the worker go (its
+ * shared-memory segments with them); the structure stays, marked closed,
+ * for a thread still returning from its last call (vci.c says why). */
 static void ux_close(msh_tp *tp)
 {
     ux_tp *f = ux_of(tp);
