@@ -613,13 +613,18 @@ static int active_orphans(const msh_lane_q *q)
     return n;
 }
 
+/* One bound for the whole process: finalize flushes its VCIs one by one,
+ * under the thread that finalizes. */
+static double flush_until;
+
 int msh_lane_flush(msh_lane_q *q, int (*progress)(void *arg), void *arg, int vci)
 {
     int left = active_orphans(q);
     if (left == 0)
         return 0;
-    double until = PMPI_Wtime() + MSH_LANE_FLUSH_S;
-    while ((left = active_orphans(q)) > 0 && PMPI_Wtime() < until)
+    if (flush_until == 0)
+        flush_until = PMPI_Wtime() + MSH_LANE_FLUSH_S;
+    while ((left = active_orphans(q)) > 0 && PMPI_Wtime() < flush_until)
         progress(arg);
     if (left > 0)
         msh_log("VCI %d: %d sends the program no longer waits for (buffered sends) did not reach their "

@@ -304,8 +304,10 @@ void msh_lane_q_close(msh_lane_q *q);
  * any more (buffered sends' copies, released sends) must still reach their
  * peers, as the host delivers its buffered sends before MPI_Finalize
  * returns. Calls progress(arg) until none is active (progress may need the
- * peer: a rendezvous waits for its receive), or MSH_LANE_FLUSH_S seconds
- * have passed, which it then says on stderr. Returns how many are left. */
+ * peer: a rendezvous waits for its receive), or until MSH_LANE_FLUSH_S
+ * seconds after the process's first flush that had something to move
+ * (one bound for all its VCIs), which it then says on stderr. Returns how
+ * many are left. */
 #define MSH_LANE_FLUSH_S 60
 int msh_lane_flush(msh_lane_q *q, int (*progress)(void *arg), void *arg, int vci);
 /* The host's nh completions hd, then the lane's: *done is q's array. */
