@@ -139,10 +139,28 @@ int msh_lane_comm_home(MPI_Comm c, int n)
     return lc && n > 0 ? (int)(lc->cid % (uint64_t)n) : -1;
 }
 
+/* A communicator the program freed leaves the table, but its entry is
+ * kept: MPI lets a receive posted on it complete after MPI_Comm_free (the
+ * communicator lives until its last operation ends), and requests in
+ * flight, on any VCI, point at the entry. Counting them would put an
+ * atomic on the cache line every VCI using the communicator shares, at
+ * every message; the entry is small (some 80 bytes and 4 per member). */
+static struct {
+    pthread_mutex_t mu;
+    msh_lane_comm *head;
+} retired = { PTHREAD_MUTEX_INITIALIZER, NULL };
+
 void msh_lane_comm_remove(MPI_Comm c)
 {
-    if (lane.open)
-        free(msh_htab_remove(&msh_lane_comms, msh_handle_key(&c, sizeof c)));
+    if (!lane.open)
+        return;
+    msh_lane_comm *lc = (msh_lane_comm *)msh_htab_remove(&msh_lane_comms, msh_handle_key(&c, sizeof c));
+    if (!lc)
+        return;
+    pthread_mutex_lock(&retired.mu);
+    lc->retired = retired.head;
+    retired.head = lc;
+    pthread_mutex_unlock(&retired.mu);
 }
 
 /* dt's combiner, and the lengths of its contents (ints, addresses, large

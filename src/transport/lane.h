@@ -21,6 +21,7 @@
  * member. Removed only by MPI_Comm_free. */
 typedef struct msh_lane_comm {
     msh_hent h;
+    struct msh_lane_comm *retired; /* the next one freed by the program (msh_lane_comm_remove) */
     uint64_t cid;      /* agreed by every member */
     uint64_t cid_bits;
     MPI_Comm comm;
