@@ -167,6 +167,17 @@ bench_shim_mismatch() {
     echo "shim expected $([ "$1" = 1 ] && echo active || echo inactive), the program saw otherwise"
 }
 
+# bench_why RC LINE WANT: why a run that printed LINE (maybe empty) and
+# exited RC under the time limit tmo failed: its exit code, the time-out,
+# no result line, or the shim not in the state WANT (1 active, 0 not).
+bench_why() {
+    case $1 in
+        0) if [ -n "$2" ]; then bench_shim_mismatch "$3"; else echo "no result line"; fi ;;
+        124|137) echo "timed out after ${tmo}s" ;;
+        *) echo "exit code $1" ;;
+    esac
+}
+
 # bench_rounds CSVHEAD LOGPREFIX LABELPREFIX ITEM...: per host, the CSV
 # $results/NAME-<host>.csv (first line CSVHEAD; the host's old logs
 # $results/logs/LOGPREFIX<host>-*.log removed), then BENCH_RUNS rounds, each

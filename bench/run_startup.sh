@@ -68,10 +68,7 @@ bench_run() {
         echo "${wall}s"
         return
     fi
-    local why="exit code $rc"
-    { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && why="timed out after ${tmo}s"
-    [ $rc -eq 0 ] && why=$([ -n "$line" ] && bench_shim_mismatch "$want" || echo "no result line")
-    bench_fail "$log" "$host $cfg run $round" "$why" "$out" "${cmd[@]}"
+    bench_fail "$log" "$host $cfg run $round" "$(bench_why $rc "$line" "$want")" "$out" "${cmd[@]}"
     echo "$host,$np,$cfg,$round,none,NaN,NaN,NaN,NaN" >> "$csv"
     echo NaN
 }
