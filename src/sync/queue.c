@@ -122,7 +122,8 @@ static void post_failed(msh_vci *v, msh_request *r, int rc)
 
 void msh_queue_drain(msh_vci *v)
 {
-    msh_request *h = atomic_exchange_explicit(&v->qhead, NULL, memory_order_acquire);
+    atomic_store_explicit(&v->qposting, 1, memory_order_relaxed); /* published by the exchange */
+    msh_request *h = atomic_exchange_explicit(&v->qhead, NULL, memory_order_acq_rel);
     msh_request *fifo = NULL;
     while (h) { /* newest first: reverse into push order */
         msh_request *n = h->next;
@@ -170,13 +171,14 @@ void msh_queue_drain(msh_vci *v)
             }
         }
     }
+    atomic_store_explicit(&v->qposting, 0, memory_order_release);
 }
 
 void msh_queue_drain_all(void)
 {
     for (int i = 0; i < msh_pool.n; i++) {
         msh_vci *v = &msh_pool.v[i];
-        if (!msh_queue_nonempty(v) || msh_vci_held_by_me(v))
+        if (!msh_queue_busy(v) || msh_vci_held_by_me(v))
             continue;
         msh_vci_lock(v);
         msh_queue_drain(v);

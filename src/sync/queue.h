@@ -53,6 +53,18 @@ static inline int msh_queue_nonempty(const msh_vci *v)
     return atomic_load_explicit(&v->qhead, memory_order_relaxed) != NULL;
 }
 
+/* Whether v has posts queued, or a drainer is posting ones it took off the
+ * queue: a thread whose own posts must reach the transport before its next
+ * step (a call that must not overtake them, freeing the communicator they
+ * name) waits for the drainer by taking v's lock. Seeing qhead empty
+ * (acquire) means a drainer's exchange took this thread's posts, after
+ * that drainer raised qposting; its release store lowers it. */
+static inline int msh_queue_busy(const msh_vci *v)
+{
+    return atomic_load_explicit(&v->qhead, memory_order_acquire) != NULL ||
+           atomic_load_explicit(&v->qposting, memory_order_acquire) != 0;
+}
+
 /* Under v's lock: post everything queued on v, in push order. */
 void msh_queue_drain(msh_vci *v);
 
@@ -91,7 +103,8 @@ static inline void msh_vci_unlock(msh_vci *v)
         msh_vci_kick(v);
 }
 
-/* Drain every VCI's queue (before probes and pass-through calls). Skips a
+/* Drain every VCI's queue, and wait for drains under way (before probes,
+ * pass-through calls, MPI_Comm_free: msh_queue_busy). Skips a
  * VCI whose lock this thread holds (a host callback inside a shim call):
  * its pending set may be in use below. */
 void msh_queue_drain_all(void);

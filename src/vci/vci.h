@@ -51,6 +51,9 @@ typedef struct msh_vci {
      * sync/queue.h): a lock-free stack, newest first. Own cache line: every
      * poster writes it. */
     _Alignas(MSH_CACHELINE) struct msh_request *_Atomic qhead;
+    /* Set (under the lock) while a drainer posts what it took off qhead:
+     * an empty queue does not mean its posts reached the transport. */
+    atomic_int qposting;
 } msh_vci;
 
 typedef struct msh_vci_pool {
