@@ -375,7 +375,9 @@ int msh_lane_bytes_packed(int send, void *ubuf, MPI_Count count, MPI_Datatype dt
     *tmp = malloc(psize > 0 ? (size_t)psize : 1);
     if (!*tmp)
         return MPI_ERR_NO_MEM;
-    if (send) {
+    if (send && psize == 0) {
+        *len = 0; /* no bytes: MPICH's MPI_Pack refuses the NULL buffer MPI allows here */
+    } else if (send) {
         MPI_Datatype shifted;
         rc = from_bottom(&ubuf, &count, &dt, &shifted);
         if (rc == MPI_SUCCESS)

@@ -292,6 +292,40 @@ static void bottom(void)
     CHECK_MPI(MPI_Type_free(&rt_t));
 }
 
+/* A derived type of no bytes (every block empty) from and into NULL, as
+ * MPI allows: the message is empty. MPICH's MPI_Pack refuses a NULL buffer
+ * even then, so a lane that packed it failed the send (MPICH's own
+ * datatype/hindexed_zeros over tcp). Blocking, nonblocking and buffered. */
+static void empty_type(void)
+{
+    int bl[3] = { 0, 0, 0 };
+    MPI_Aint disp[3] = { 0, 64, 128 };
+    MPI_Datatype z;
+    MPI_Status st;
+    MPI_Request req;
+    int cnt = -1;
+
+    CHECK_MPI(MPI_Type_create_hindexed(3, bl, disp, MPI_INT, &z));
+    CHECK_MPI(MPI_Type_commit(&z));
+    CHECK_MPI(MPI_Irecv(NULL, 2, z, left, 23, MPI_COMM_WORLD, &req));
+    CHECK_MPI(MPI_Send(NULL, 1, z, right, 23, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Wait(&req, &st));
+    CHECK_MPI(MPI_Get_count(&st, MPI_INT, &cnt));
+    CHECK(cnt == 0 && st.MPI_SOURCE == left && st.MPI_TAG == 23, "empty type: count %d source %d tag %d", cnt,
+          st.MPI_SOURCE, st.MPI_TAG);
+
+    char bbuf[MPI_BSEND_OVERHEAD + 64];
+    void *was;
+    int wsize;
+    CHECK_MPI(MPI_Buffer_attach(bbuf, sizeof bbuf));
+    CHECK_MPI(MPI_Bsend(NULL, 3, z, right, 24, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Recv(NULL, 1, z, left, 24, MPI_COMM_WORLD, &st));
+    CHECK_MPI(MPI_Get_count(&st, z, &cnt));
+    CHECK(cnt == 0 && st.MPI_TAG == 24, "empty type, buffered: count %d tag %d", cnt, st.MPI_TAG);
+    CHECK_MPI(MPI_Buffer_detach(&was, &wsize));
+    CHECK_MPI(MPI_Type_free(&z));
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_SINGLE);
@@ -304,6 +338,7 @@ int main(int argc, char **argv)
     structs();
     bottom();
     freed_types();
+    empty_type();
 
     test_finish("p2p_datatype");
     return 0;
