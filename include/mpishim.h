@@ -46,9 +46,10 @@ void mpishim_print_config(FILE *out);
 const char *mpishim_lane(void);
 
 /* Bytes the shim's handle side tables (communicators, windows) hold now:
- * the current tables and replaced ones still in their grace period. For
- * leak checks; bounded by the live communicators and windows, not by how
- * many were ever created. */
+ * the current tables and replaced ones still in their grace period, and
+ * what a lane keeps of each communicator (also of a freed one while
+ * operations started on it are in flight). For leak checks; bounded by the
+ * live communicators and windows, not by how many were ever created. */
 size_t mpishim_table_bytes(void);
 
 /* MPI-4 partitioned communication (MPI 4.0, chapter 4), final signatures.

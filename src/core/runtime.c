@@ -87,11 +87,6 @@ MSH_EXPORT const char *mpishim_version(void)
     return MPISHIM_VERSION;
 }
 
-MSH_EXPORT size_t mpishim_table_bytes(void)
-{
-    return msh_htab_bytes_total();
-}
-
 MSH_EXPORT void mpishim_print_config(FILE *out)
 {
     msh_runtime_configure();

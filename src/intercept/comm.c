@@ -210,6 +210,8 @@ static int release(MPI_Comm *comm, int (*host_release)(MPI_Comm *))
         msh_comm_unregister(*comm);
     int rc = host_release(comm);
     MSH_PASS_EXIT();
+    if (user) /* after the host lock (serialized hosts): VCI locks come first */
+        msh_progress_reclaim_comms();
     return rc;
 }
 

@@ -504,3 +504,21 @@ void msh_progress_fini(void)
         atomic_store(&msh_domain_at(0)->owned, 0);
     }
 }
+
+void msh_progress_reclaim_comms(void)
+{
+    if (!msh_tp_comm_reclaim_begin())
+        return;
+    int all = 1;
+    for (int i = 0; i < msh_pool.n && all; i++) {
+        msh_vci *v = &msh_pool.v[i];
+        if (msh_vci_held_by_me(v)) {
+            all = 0;
+            break;
+        }
+        msh_vci_lock(v);
+        msh_tp_mark_comms(v->tp);
+        msh_vci_unlock(v);
+    }
+    msh_tp_comm_reclaim_end(all);
+}

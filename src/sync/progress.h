@@ -44,4 +44,9 @@ int msh_progress_poll(msh_vci *v, int blocking);
  * completions. */
 int msh_progress_poll_lanes(void);
 
+/* After MPI_Comm_free: what the transports keep of freed communicators and
+ * no request uses any more is freed, each VCI looked at under its lock
+ * (nothing is, when this thread holds one: a callback inside a shim call). */
+void msh_progress_reclaim_comms(void);
+
 #endif

@@ -262,7 +262,6 @@ typedef struct fab_req {
     MPI_Count count;
     MPI_Datatype dt;
     int peer, tag;
-    fab_comm *fc;
     size_t len;
     int probe_found;
     /* waiting in the backlog: what is left to issue */
@@ -426,7 +425,7 @@ static ssize_t try_bulk(fab_tp *f, fab_req *r)
             return -FI_ENOMEM;
         dst = r->scratch;
     }
-    ssize_t rc = fi_trecv(f->ep, dst, r->bulk_len, NULL, r->bulk_from, TAG_BULK | r->fc->cid_bits | r->bulk_seq, 0,
+    ssize_t rc = fi_trecv(f->ep, dst, r->bulk_len, NULL, r->bulk_from, TAG_BULK | r->b.lc->cid_bits | r->bulk_seq, 0,
                           &r->bulk.f);
     if (rc == 0)
         r->bulk_wait = 0;
@@ -442,9 +441,9 @@ static void head_of_large(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, si
     r->b.status.MPI_TAG = (int)(tag & TAG_LOW);
     r->bulk_len = len;
     r->bulk_seq = seq;
-    r->bulk_from = f->addr[r->fc->world[src]];
+    r->bulk_from = f->addr[r->b.lc->world[src]];
     if (SYNC_SEQ(data))
-        send_ack(f, r->fc, src, data);
+        send_ack(f, r->b.lc, src, data);
     r->pending++;
     r->bulk_wait = 1;
     ssize_t rc = f->bl_head[BL_RX] ? -FI_EAGAIN : try_bulk(f, r);
@@ -542,7 +541,7 @@ static void deliver_held(fab_tp *f, fab_req *r, fab_held *h)
         size_t len = cut_into(r, h->bytes, h->len, &err);
         recv_status(r, h->tag, h->data, len, h->len, err);
         if (SYNC_SEQ(h->data))
-            send_ack(f, r->fc, (int)(uint32_t)h->data, h->data);
+            send_ack(f, r->b.lc, (int)(uint32_t)h->data, h->data);
     }
     free(h);
     if (--r->pending == 0)
@@ -570,7 +569,7 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
     }
     recv_status(r, tag, data, len, whole, err);
     if (SYNC_SEQ(data))
-        send_ack(f, r->fc, (int)(uint32_t)data, data);
+        send_ack(f, r->b.lc, (int)(uint32_t)data, data);
 }
 
 /* Post the standing receive of acknowledgements: from any process, for
@@ -726,7 +725,7 @@ static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
     r->dt = r->op == OP_RECV || r->b.persistent ? msh_lane_keep_type(&f->named, &r->b, m->dt) : m->dt;
     r->peer = m->peer;
     r->tag = m->tag;
-    r->fc = fc;
+    r->b.lc = fc;
     r->b.comm = fc->comm;
 }
 
@@ -755,7 +754,7 @@ static inline uint64_t match_ignore(int tag)
  * cannot yet, another negative error. */
 static ssize_t try_send(fab_tp *f, fab_req *r)
 {
-    fab_comm *fc = r->fc;
+    fab_comm *fc = r->b.lc;
     fi_addr_t to = f->addr[fc->world[r->peer]];
     uint64_t tag = fc->cid_bits | (uint32_t)r->tag, data = (uint32_t)fc->rank;
     if (r->mode == MSH_TP_SSEND)
@@ -799,7 +798,7 @@ static inline size_t room_of(const fab_req *r)
 
 static ssize_t try_recv(fab_tp *f, fab_req *r)
 {
-    fab_comm *fc = r->fc;
+    fab_comm *fc = r->b.lc;
     r->rbuf = r->buf;
     if (job.nopeek) {
         /* What a probe took off the endpoint came before anything still in it. */
@@ -920,7 +919,7 @@ static int bsend(fab_tp *f, fab_req *r)
     c->dt = MPI_BYTE;
     c->peer = r->peer;
     c->tag = r->tag;
-    c->fc = r->fc;
+    c->b.lc = r->b.lc;
     c->b.orphan = 1;
     rc = issue(f, c); /* on failure it is gone, or goes once nothing more can come */
     if (rc != MPI_SUCCESS)
@@ -1223,7 +1222,7 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     if (message && (rc != MPI_SUCCESS || !*flag))
         req_free(f, r);
     else if (message) {
-        r->fc = fc;
+        r->b.lc = fc;
         r->b.comm = fc->comm;
         *message = msg_enc(tp->idx, r->b.slot);
     }
@@ -1349,6 +1348,8 @@ static void fab_close(msh_tp *tp)
     msh_tp_close(f->host);
 }
 
+static void fab_mark_comms(msh_tp *tp) { msh_lane_q_mark(&fab_of(tp)->q); }
+
 static const msh_tp_ops fab_ops = {
     .name = "fabric",
     .post = fab_post,
@@ -1365,6 +1366,7 @@ static const msh_tp_ops fab_ops = {
     .done_at_post = fab_done_at_post,
     .release = fab_release,
     .close = fab_close,
+    .mark_comms = fab_mark_comms,
 };
 
 /* ------------------------------------------------------------ opening */

@@ -20,6 +20,11 @@ static struct {
 } lane;
 static unsigned next_cid = 1; /* this process's counter, as rank 0 of a new communicator */
 static pthread_mutex_t cid_mtx = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic size_t entry_bytes; /* of every entry not yet freed */
+
+size_t msh_lane_entry_bytes(void) { return atomic_load_explicit(&entry_bytes, memory_order_relaxed); }
+
+static size_t entry_size(const msh_lane_comm *lc) { return sizeof *lc + sizeof(int) * (size_t)lc->size; }
 
 int msh_lane_tag_ub = 32767;
 
@@ -97,6 +102,9 @@ int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag)
      * 0's world rank and the next number of its own counter: unique. */
     long v[2] = { 0, 1 };
     if (lc) {
+        atomic_init(&lc->gone, 0);
+        lc->in_use = 0;
+        lc->retired = NULL;
         lc->comm = c;
         lc->size = size;
         lc->rank = rank;
@@ -130,6 +138,7 @@ int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag)
         free(lc);
         return MPI_ERR_NO_MEM; /* the others carry it: this one cannot */
     }
+    atomic_fetch_add_explicit(&entry_bytes, entry_size(lc), memory_order_relaxed);
     return MPI_SUCCESS;
 }
 
@@ -139,16 +148,34 @@ int msh_lane_comm_home(MPI_Comm c, int n)
     return lc && n > 0 ? (int)(lc->cid % (uint64_t)n) : -1;
 }
 
-/* A communicator the program freed leaves the table, but its entry is
- * kept: MPI lets a receive posted on it complete after MPI_Comm_free (the
- * communicator lives until its last operation ends), and requests in
- * flight, on any VCI, point at the entry. Counting them would put an
- * atomic on the cache line every VCI using the communicator shares, at
- * every message; the entry is small (some 80 bytes and 4 per member). */
+/* A communicator the program freed leaves the table at once, but its
+ * entry stays while requests use it: MPI lets an operation started on it
+ * complete after MPI_Comm_free, and requests in flight, on any VCI, point
+ * at the entry. Counting them would put an atomic on the cache line every
+ * VCI using the communicator shares, at every message; instead a later
+ * MPI_Comm_free looks at every VCI's requests, under that VCI's lock, and
+ * frees the entries none uses. No request starts using a freed entry
+ * meanwhile: only operations started before the free use it, and those are
+ * in their VCI's slots from their post to their end. */
 static struct {
-    pthread_mutex_t mu;
-    msh_lane_comm *head;
-} retired = { PTHREAD_MUTEX_INITIALIZER, NULL };
+    pthread_mutex_t mu;      /* head */
+    pthread_mutex_t reclaim; /* one reclaimer at a time: cand and every in_use */
+    msh_lane_comm *head;     /* freed by the program, not yet looked at */
+    msh_lane_comm *cand;     /* the reclaimer's */
+} retired = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, NULL, NULL };
+
+static void retired_push(msh_lane_comm *list)
+{
+    if (!list)
+        return;
+    msh_lane_comm *tail = list;
+    while (tail->retired)
+        tail = tail->retired;
+    pthread_mutex_lock(&retired.mu);
+    tail->retired = retired.head;
+    retired.head = list;
+    pthread_mutex_unlock(&retired.mu);
+}
 
 void msh_lane_comm_remove(MPI_Comm c)
 {
@@ -157,10 +184,54 @@ void msh_lane_comm_remove(MPI_Comm c)
     msh_lane_comm *lc = (msh_lane_comm *)msh_htab_remove(&msh_lane_comms, msh_handle_key(&c, sizeof c));
     if (!lc)
         return;
+    atomic_store_explicit(&lc->gone, 1, memory_order_relaxed); /* published by retired.mu */
+    lc->retired = NULL;
+    retired_push(lc);
+}
+
+int msh_lane_reclaim_begin(void)
+{
+    if (!lane.open || pthread_mutex_trylock(&retired.reclaim) != 0)
+        return 0; /* the other reclaimer will look at these too, or the next one */
     pthread_mutex_lock(&retired.mu);
-    lc->retired = retired.head;
-    retired.head = lc;
+    retired.cand = retired.head;
+    retired.head = NULL;
     pthread_mutex_unlock(&retired.mu);
+    if (!retired.cand) {
+        pthread_mutex_unlock(&retired.reclaim);
+        return 0;
+    }
+    for (msh_lane_comm *lc = retired.cand; lc; lc = lc->retired)
+        lc->in_use = 0;
+    return 1;
+}
+
+void msh_lane_q_mark(msh_lane_q *q)
+{
+    for (int i = 0; i < q->nslots; i++) {
+        msh_lane_req *r = q->slots[i];
+        /* gone: a live entry's line is read at every message; leave it be */
+        if (r && r->lc && atomic_load_explicit(&r->lc->gone, memory_order_relaxed))
+            r->lc->in_use = 1;
+    }
+}
+
+void msh_lane_reclaim_end(int all)
+{
+    msh_lane_comm *keep = NULL, *next;
+    for (msh_lane_comm *lc = retired.cand; lc; lc = next) {
+        next = lc->retired;
+        if (all && !lc->in_use) {
+            atomic_fetch_sub_explicit(&entry_bytes, entry_size(lc), memory_order_relaxed);
+            free(lc);
+        } else {
+            lc->retired = keep;
+            keep = lc;
+        }
+    }
+    retired.cand = NULL;
+    retired_push(keep);
+    pthread_mutex_unlock(&retired.reclaim);
 }
 
 /* dt's combiner, and the lengths of its contents (ints, addresses, large

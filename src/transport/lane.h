@@ -18,10 +18,13 @@
 
 /* A communicator the lane carries: its id (already shifted where the
  * lane's tag wants it), this process's rank, and the world rank of each
- * member. Removed only by MPI_Comm_free. */
+ * member. Removed only by MPI_Comm_free, and freed once no request of the
+ * lane uses it (msh_lane_reclaim_begin). */
 typedef struct msh_lane_comm {
     msh_hent h;
     struct msh_lane_comm *retired; /* the next one freed by the program (msh_lane_comm_remove) */
+    atomic_int gone;   /* the program freed it: set once */
+    int in_use;        /* a request uses it (the reclaimer's, under its mutex) */
     uint64_t cid;      /* agreed by every member */
     uint64_t cid_bits;
     MPI_Comm comm;
@@ -57,6 +60,14 @@ static inline msh_lane_comm *msh_lane_comm_msg(const msh_tp_msg *m)
 }
 int msh_lane_comm_add(MPI_Comm c, int inter, int no_any_tag);
 void msh_lane_comm_remove(MPI_Comm c);
+/* Freeing what the lanes kept of freed communicators (see lane.c): begin
+ * takes the ones retired so far (0: none, or another thread reclaims now);
+ * then each VCI's q is marked under that VCI's lock (msh_lane_q_mark), and
+ * end frees those no request used, if every VCI was marked (all). */
+int msh_lane_reclaim_begin(void);
+/* Bytes of the lane's entries, live and kept (mpishim_table_bytes). */
+size_t msh_lane_entry_bytes(void);
+void msh_lane_reclaim_end(int all);
 /* The VCI (of n) every member of a carried c uses for it, or -1. */
 int msh_lane_comm_home(MPI_Comm c, int n);
 
@@ -230,6 +241,7 @@ typedef struct msh_lane_req {
     MPI_Status status;
     MPI_Datatype kept;         /* a derived type's duplicate (msh_lane_keep_type) */
     MPI_Comm comm;             /* the program's, where the request's own errors are raised */
+    msh_lane_comm *lc;         /* what the lane knows of it; NULL for a request on none */
     int slot;
     uint8_t persistent, active, tracked, orphan;
     uint8_t has_kept;
@@ -301,6 +313,9 @@ static inline int msh_lane_host_poll(msh_lane_q *q, msh_tp *host, const msh_tp_d
 }
 /* At the lane's close, before the host finalizes. */
 void msh_lane_q_close(msh_lane_q *q);
+/* Under the VCI's lock, between msh_lane_reclaim_begin and _end: mark the
+ * freed communicators q's requests still use. */
+void msh_lane_q_mark(msh_lane_q *q);
 /* Before a lane's endpoints go at MPI_Finalize: sends nobody waits for
  * any more (buffered sends' copies, released sends) must still reach their
  * peers, as the host delivers its buffered sends before MPI_Finalize

@@ -53,9 +53,25 @@ const void *msh_tp_comm_record(MPI_Comm c)
     return msh_tp_direct ? NULL : msh_lane_comm_of(c);
 }
 
+int msh_tp_comm_reclaim_begin(void)
+{
+    return !msh_tp_direct && msh_lane_reclaim_begin();
+}
+
+void msh_tp_comm_reclaim_end(int all)
+{
+    msh_lane_reclaim_end(all);
+}
+
 const char *msh_tp_fabric_provider(void)
 {
     return msh_lane_provider();
+}
+
+/* Here, not in core: a lane's entries are side-table memory too. */
+MSH_EXPORT size_t mpishim_table_bytes(void)
+{
+    return msh_htab_bytes_total() + msh_lane_entry_bytes();
 }
 
 MSH_EXPORT const char *mpishim_lane(void)

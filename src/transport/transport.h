@@ -120,6 +120,10 @@ typedef struct msh_tp_ops {
      * one that is not tracked completes on its own. */
     int (*release)(struct msh_tp *tp, msh_tp_req *treq);
     void (*close)(struct msh_tp *tp);
+    /* Mark what the transport keeps of freed communicators that its
+     * requests still use (msh_tp_comm_reclaim_begin); NULL where it keeps
+     * nothing of its own (the host). */
+    void (*mark_comms)(struct msh_tp *tp);
 } msh_tp_ops;
 
 /* The part of an instance the engine reads; an implementation embeds it
@@ -169,6 +173,14 @@ int msh_tp_comm_home(MPI_Comm c, int n);
  * communicator it does not carry): the engine keeps it beside its own
  * entry and passes it in msh_tp_msg.rec. Valid until msh_tp_comm_remove. */
 const void *msh_tp_comm_record(MPI_Comm c);
+
+/* What a transport of its own keeps of a freed communicator outlives
+ * msh_tp_comm_remove while operations started on it are in flight. To
+ * free it once none is: begin (0: nothing to free now), then every VCI's
+ * msh_tp_mark_comms under that VCI's lock, then end (all: every VCI was
+ * marked; otherwise nothing is freed). */
+int msh_tp_comm_reclaim_begin(void);
+void msh_tp_comm_reclaim_end(int all);
 
 /* The VCI whose transport holds a message a matched probe returned, or -1
  * for the host's messages (any VCI may receive those). */
@@ -221,6 +233,11 @@ static inline int msh_tp_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done 
 }
 static inline int msh_tp_release(msh_tp *tp, msh_tp_req *treq) { return tp->ops->release(tp, treq); }
 static inline void msh_tp_close(msh_tp *tp) { tp->ops->close(tp); }
+static inline void msh_tp_mark_comms(msh_tp *tp)
+{
+    if (tp->ops->mark_comms)
+        tp->ops->mark_comms(tp);
+}
 
 /* Whether the error of the post, init or probe just made is still to be raised
  * (see unraised), clearing it. */

@@ -179,7 +179,6 @@ typedef struct ux_req {
     MPI_Count count;
     MPI_Datatype dt;
     int peer, tag;
-    msh_lane_comm *lc;
     void *buf;
     size_t len;
     void *ureq;          /* UCX's request, while in flight */
@@ -344,7 +343,7 @@ static int posted(ux_req *r, ucs_status_ptr_t p)
 
 static int send_now(ux_tp *f, ux_req *r)
 {
-    const msh_lane_comm *lc = r->lc;
+    const msh_lane_comm *lc = r->b.lc;
     ucp_ep_h ep = ep_to(f, lc->world[r->peer]);
     if (!ep) {
         r->b.active = 0;
@@ -377,7 +376,7 @@ static int bsend(ux_tp *f, ux_req *r)
         c->mode = MSH_TP_SEND;
         c->peer = r->peer;
         c->tag = r->tag;
-        c->lc = r->lc;
+        c->b.lc = r->b.lc;
         c->buf = c->b.tmp;
         c->b.orphan = 1;
         c->b.active = 1;
@@ -416,7 +415,7 @@ static int issue(ux_tp *f, ux_req *r)
     };
     r->posting = 1;
     ucs_status_ptr_t s = r->msg ? job.tag_msg_recv_nbx(f->w, r->buf, r->len, r->msg, &p)
-                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(r->lc, r->peer, r->tag),
+                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(r->b.lc, r->peer, r->tag),
                                                    match_mask(r->peer, r->tag), &p);
     r->msg = NULL;
     return posted(r, s);
@@ -439,7 +438,7 @@ static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m
     r->dt = r->op == OP_RECV || r->b.persistent ? msh_lane_keep_type(&f->named, &r->b, m->dt) : m->dt;
     r->peer = m->peer;
     r->tag = m->tag;
-    r->lc = lc;
+    r->b.lc = lc;
     r->b.comm = lc->comm;
 }
 
@@ -619,7 +618,7 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
         }
         r->op = OP_PROBE;
         r->msg = m;
-        r->lc = lc;
+        r->b.lc = lc;
         r->b.comm = lc->comm;
         *message = msh_lane_msg_enc(tp->idx, r->b.slot);
     }
@@ -722,6 +721,8 @@ static void ux_close(msh_tp *tp)
     msh_tp_close(f->host);
 }
 
+static void ux_mark_comms(msh_tp *tp) { msh_lane_q_mark(&ux_of(tp)->q); }
+
 static const msh_tp_ops ux_ops = {
     .name = "ucx",
     .post = ux_post,
@@ -738,6 +739,7 @@ static const msh_tp_ops ux_ops = {
     .done_at_post = ux_done_at_post,
     .release = ux_release,
     .close = ux_close,
+    .mark_comms = ux_mark_comms,
 };
 
 /* ------------------------------------------------------------ opening */
