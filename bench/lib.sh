@@ -128,6 +128,15 @@ bench_host_lines() {
     done
 }
 
+# bench_header short|full: the lines every result file starts with (machine,
+# load, source, hosts; see bench_host_lines for short and full).
+bench_header() {
+    bench_machine_line
+    bench_load_line
+    bench_source_line
+    bench_host_lines "$1"
+}
+
 # --- tables --------------------------------------------------------------
 
 # awk functions the tables of run_partitioned.sh and run_rma.sh share, put

@@ -119,10 +119,7 @@ header=$(
     echo "from C (bench/multirate.c) in the same rounds: 2 ranks x T threads, one shared communicator,"
     echo "windows of 128 x 8-byte Isend/Irecv + Waitall, ack per window; ${secs}s per run, median of"
     echo "$runs alternating runs. shim = through build/mpishim with no MPISHIM_* set (the default)."
-    bench_machine_line
-    bench_load_line
-    bench_source_line
-    bench_host_lines short
+    bench_header short
 )
 echo "$header"
 echo

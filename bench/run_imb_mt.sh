@@ -166,10 +166,7 @@ header=$(
     echo "IMB-MT (Intel MPI Benchmarks, multithreaded flavour; built outside the project), 2 ranks x T"
     echo "OpenMP threads, -thread_level multiple -count $count -repeat $repeat -warmup 100 (T > 1: -repeat $repeat_mt -warmup 10); median over"
     echo "$runs alternating runs of IMB-MT's t_avg (us; lower is better)."
-    bench_machine_line
-    bench_load_line
-    bench_source_line
-    bench_host_lines full
+    bench_header full
     echo "configs: raw = host alone; shim = through build/mpishim (defaults); disabled = the same with"
     echo "         MPISHIM_DISABLE=1${xcfg:+; shim+$xcfg = the shim with $xcfg}. Open MPI: --bind-to none."
     echo "         /raw: the configuration's median over raw's; raw min-max: the spread of the raw runs."

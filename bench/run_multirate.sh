@@ -264,9 +264,8 @@ header=$(
     echo "Multirate pairwise benchmark (bench/multirate.c): T pairs, 8-byte messages unless"
     echo "BENCH_ARGS says otherwise, window 128, ack per window; median of $runs alternating runs"
     echo "of ${secs}s each; M msg/s = millions of data messages per second, all pairs together."
-    bench_machine_line
+    bench_header short
     echo "multirate options for every run: -q -d $secs${extra:+ $extra}"
-    bench_host_lines short
     echo "configs: raw = host MPI alone; g-*/v-*/t-*/c-*/o-* = through mpishim with MPISHIM_PROGRESS="
     echo "         global/vci/thread/combine/offload and MPISHIM_WAIT=spin/block/adapt(ive); serial ="
     echo "         g-adapt with MPISHIM_HOST_THREAD=serialized; tag/tagT = g-adapt with"

@@ -305,10 +305,7 @@ bench_table() {
 header=$(
     echo "Partitioned communication benchmark (bench/partitioned.c), 2 ranks: rank 0 sends, rank 1 receives;"
     echo "median over $runs alternating runs of each run's median round (mean and min are in the program output)."
-    bench_machine_line
-    bench_load_line
-    bench_source_line
-    bench_host_lines full
+    bench_header full
     for m in $modes; do
         echo "options $m: -m $m -q ${mode_args[$m]}${extra:+ $extra}"
     done

@@ -235,10 +235,7 @@ header=$(
     echo "rank 1 the target; 16 put/get per synchronization; median over $runs alternating runs (raw and"
     echo "shim) of each run's rate: M ops/s = millions of put/get per second, all threads together;"
     echo "MB/s = M ops/s x size (10^6 bytes). Measured phase calibrated to ~0.2 s after warm-up phases."
-    bench_machine_line
-    bench_load_line
-    bench_source_line
-    bench_host_lines full
+    bench_header full
     echo "grid: $grid (${#cells[@]} cells); modes: $modes; ops: $ops; windows: $wins; T: $threads; sizes: $sizes"
     echo "rma options for every run: -q -W $wd${extra:+ $extra} (and -m -o -t -s [-w] of the cell)"
     echo "configs: raw = host alone; shim = through build/mpishim (defaults). Open MPI: --bind-to none."

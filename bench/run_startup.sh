@@ -92,10 +92,7 @@ header=$(
     echo "start-up and finalize (bench/startup.c): MPI_Init_thread(MPI_THREAD_MULTIPLE) + MPI_Finalize, np $np;"
     echo "median of $runs alternating runs; wall = the whole mpirun (through the launcher under the shim);"
     echo "premain = process start to main (1/$(getconf CLK_TCK) s ticks); init = longest MPI_Init_thread; finalize = rank 0's."
-    bench_machine_line
-    bench_load_line
-    bench_source_line
-    bench_host_lines short
+    bench_header short
 )
 echo "$header"
 echo

@@ -101,10 +101,7 @@ header=$(
     echo "threads.c-shaped pattern (bench/threads.c): T=$threads, $loops loops x 16 messages per thread and size,"
     echo "sizes 0..1024 B, one communicator, one tag; median of $runs alternating runs; time relative to raw"
     echo "(below 1.00x the shim is faster); +spinbar rows: the spinning thread barrier (-b spin), against raw+spinbar."
-    bench_machine_line
-    bench_load_line
-    bench_source_line
-    bench_host_lines short
+    bench_header short
 )
 echo "$header"
 echo
