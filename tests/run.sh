@@ -295,11 +295,12 @@ expect_watchdog() {
 # Awk rules shared by the checks that read the MPISHIM_STATS=1 table
 # (src/intercept/init.c print_stats): r is the rank of the table being read,
 # seen[r] is set, and vci_row is true on its per-VCI rows (11 columns, the
-# last at_post), so a change of the table's width is made here once.
+# last at_post; 12 with a lane open, the last lane), so a change of the
+# table's width is made here once.
 stats_rows='{ vci_row = 0 }
          /^mpishim stats, rank / { r = $4; sub(":", "", r); seen[r] = 1; invci = 1; next }
          /^ +domain / { invci = 0 }
-         invci && NF == 11 && $1 ~ /^[0-9]+$/ { vci_row = 1 }'
+         invci && (NF == 11 || NF == 12) && $1 ~ /^[0-9]+$/ { vci_row = 1 }'
 
 # The Fortran tests print "FT-EXPECT rank R sends S recvs V"; the per-VCI
 # table MPISHIM_STATS=1 prints at finalize must count exactly that on each
@@ -332,6 +333,27 @@ expect_at_post() {
          END {
              k = 0
              for (r in seen) { k++; if (n[r] + 0 == 0) { print "rank " r ": no call finished at the post"; exit } }
+             if (k == 0) print "no mpishim stats table"
+         }' "$2"
+}
+
+# A program whose every communicator a lane carries, under MPISHIM_STATS=1:
+# on every rank the table has the lane's column (the 12th) and it counts
+# each send and receive the runtime counted (sends + recvs), no more, no
+# fewer.
+expect_lane_counted() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    awk "$stats_rows"'
+         vci_row && NF != 12 { print "rank " r ": no lane column in the stats table"; exit }
+         vci_row { n[r] += $2 + $3; l[r] += $12 }
+         END {
+             k = 0
+             for (r in seen) {
+                 k++
+                 if (n[r] + 0 == 0 || l[r] + 0 != n[r] + 0) {
+                     print "rank " r ": the lane carried " (l[r] + 0) " of " (n[r] + 0) " sends and receives"; exit
+                 }
+             }
              if (k == 0) print "no mpishim stats table"
          }' "$2"
 }
@@ -580,6 +602,14 @@ for host in "${hosts[@]}"; do
                      "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
             _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
     fi
+
+    # MPISHIM_STATS shows what each lane carried: p2p_order's messages are
+    # all on MPI_COMM_WORLD, which the lane carries.
+    for lane in $([ "${HAVE_UCX:-no}" != yes ] || echo ucx) $([ "${HAVE_LIBFABRIC:-no}" != yes ] || echo tcp); do
+        run_case "$host p2p_order np2 STATS: the $lane lane carried every message" expect_lane_counted \
+            env MPISHIM_FABRIC=$lane MPISHIM_NUM_VCIS=4 MPISHIM_STATS=1 MPISHIM_SOLO=0 TEST_THREAD_LEVEL=multiple \
+            "${launch[@]}" -np 2 "$hb/tests/mpi/p2p_order"
+    done
 
     # A rank that dies while its peer waits in MPI_Recv on a lane: the job
     # ends as raw (the launcher's status and message), nothing hangs.

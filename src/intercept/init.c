@@ -208,15 +208,21 @@ static void print_stats(int leaked_reqs, int leaked_comms)
     fprintf(f, "mpishim stats, rank %d: %d VCIs, progress %s, wait %s, host access %s\n", msh_rt.world_rank,
             msh_pool.n, msh_cfg_word(MSH_CFG_PROGRESS, (int)msh_cfg.progress),
             msh_cfg_word(MSH_CFG_WAIT, (int)msh_cfg.wait), msh_pool.serialized ? "serialized" : "concurrent");
-    fprintf(f, "  %4s %10s %10s %8s %12s %10s %10s %10s %10s %8s %10s\n", "vci", "sends", "recvs", "colls", "bytes",
-            "polls", "empty", "completed", "cache_hit", "refills", "at_post");
+    const char *lane = msh_tp_fabric_provider();
+    if (lane)
+        fprintf(f, "  lane: %s (its column: sends and receives it carried, the rest went to the host)\n", lane);
+    fprintf(f, "  %4s %10s %10s %8s %12s %10s %10s %10s %10s %8s %10s%s\n", "vci", "sends", "recvs", "colls", "bytes",
+            "polls", "empty", "completed", "cache_hit", "refills", "at_post", lane ? "       lane" : "");
     for (int i = 0; i < msh_pool.n; i++) {
         const msh_vci_stats *s = &msh_pool.v[i].st;
-        fprintf(f, "  %4d %10llu %10llu %8llu %12llu %10llu %10llu %10llu %10llu %8llu %10llu\n", i,
+        fprintf(f, "  %4d %10llu %10llu %8llu %12llu %10llu %10llu %10llu %10llu %8llu %10llu", i,
                 (unsigned long long)s->sends, (unsigned long long)s->recvs, (unsigned long long)s->colls,
                 (unsigned long long)s->bytes, (unsigned long long)s->polls, (unsigned long long)s->empty_polls,
                 (unsigned long long)s->completions, (unsigned long long)s->cache_hits,
                 (unsigned long long)s->cache_refills, (unsigned long long)s->now);
+        if (lane)
+            fprintf(f, " %10llu", msh_pool.v[i].tp ? msh_pool.v[i].tp->carried : 0ULL);
+        fputc('\n', f);
     }
     fprintf(f, "  %6s %10s %10s %10s %10s\n", "domain", "ownership", "handoffs", "sleeps", "wakeups");
     for (int i = 0; i < msh_progress_ndomains(); i++) {

@@ -1024,6 +1024,7 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     fab_comm *fc = carried(m);
     if (!fc)
         return msh_tp_post(f->host, m, treq);
+    tp->carried++;
     int rc = msh_lane_check(m, fc);
     if (rc == MPI_SUCCESS && !send_at_once(f, fc, m, treq))
         rc = new_req(f, fc, m, 0, treq);
@@ -1046,6 +1047,7 @@ static int fab_start(msh_tp *tp, msh_tp_req *treq)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_start(f->host, treq);
+    tp->carried++;
     return r->b.active ? MPI_ERR_REQUEST : issue(f, r);
 }
 
@@ -1240,6 +1242,7 @@ static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype
     fab_req *r = vci == tp->idx && slot < f->q.nslots ? (fab_req *)f->q.slots[slot] : NULL;
     if (!r || r->op != OP_PROBE)
         return MPI_ERR_REQUEST;
+    tp->carried++;
     r->op = OP_RECV;
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;

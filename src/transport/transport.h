@@ -141,6 +141,9 @@ typedef struct msh_tp {
      * host's calls raise their own): the engine raises it through the
      * communicator's handler once the VCI is unlocked. Under the lock. */
     int unraised;
+    /* Sends and receives the transport carried itself, outside the host
+     * (a lane's; MPISHIM_STATS). Under the lock. */
+    unsigned long long carried;
 } msh_tp;
 
 /* Open the transport called name for VCI idx; NULL with *why set (a

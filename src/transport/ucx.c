@@ -494,6 +494,7 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     msh_lane_comm *lc = carried(m);
     if (!lc)
         return msh_tp_post(f->host, m, treq);
+    tp->carried++;
     int rc = msh_lane_check(m, lc);
     if (rc == MPI_SUCCESS && !send_at_once(f, lc, m, treq))
         rc = new_req(f, lc, m, 0, treq);
@@ -516,6 +517,7 @@ static int ux_start(msh_tp *tp, msh_tp_req *treq)
     ux_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_start(f->host, treq);
+    tp->carried++;
     return r->b.active ? MPI_ERR_REQUEST : issue(f, r);
 }
 
@@ -635,6 +637,7 @@ static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype 
     ux_req *r = vci == tp->idx && slot < f->q.nslots ? (ux_req *)f->q.slots[slot] : NULL;
     if (!r || r->op != OP_PROBE || !r->msg)
         return MPI_ERR_REQUEST;
+    tp->carried++;
     r->op = OP_RECV;
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;

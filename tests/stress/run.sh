@@ -18,7 +18,10 @@
 #   STRESS_WATCHDOG  seconds without progress before a rank reports and exits (30)
 #   STRESS_GDB=1     the watchdog prints gdb backtraces of the stuck rank first
 #   STRESS_ENV       extra VAR=VAL settings for every run under the shim
-#                    (e.g. "MPISHIM_HOST_THREAD=serialized MPISHIM_WAIT=block")
+#                    (e.g. "MPISHIM_HOST_THREAD=serialized MPISHIM_WAIT=block"; the
+#                    shm lane: "MPISHIM_FABRIC=shm MPISHIM_ASSERT=no_any_tag
+#                    STRESS_NO_ANY_TAG=1", the stress program then using no
+#                    wildcard tags)
 #   STRESS_NUM_VCIS  VCIs per rank under the shim (default 2, as in
 #                    tests/run.sh: auto gives 1 where ranks outnumber cores)
 # One PASS/FAIL line per run, logs in build/stress-logs/; ends with

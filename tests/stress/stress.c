@@ -45,7 +45,9 @@
  * into several sub-communicators; default off on Open MPI above 2 ranks);
  * STRESS_COMPLETE=0..4 forces one completion style (Waitall, Waitany,
  * Waitsome, Testall, Wait/Test each); STRESS_PART_SAME=1 gives partitioned
- * receives the sender's layout; STRESS_DEBUG=1 prints each thread's category
+ * receives the sender's layout; STRESS_NO_ANY_TAG=1 never receives or probes
+ * with MPI_ANY_TAG (so that the run may assert no_any_tag, which the shim's
+ * shm lane needs); STRESS_DEBUG=1 prints each thread's category
  * per phase. STRESS_INJECT=drop|corrupt tests the test: rank 0 loses or
  * corrupts its first shared message in phase 3 (with shared in STRESS_OPS).
  */
@@ -155,6 +157,7 @@ static int g_quit, g_debug, g_complete = -1;
 #endif
 static int g_comm_subsets;
 static int g_inject; /* STRESS_INJECT=drop|corrupt: the first shared message of rank 0 in phase 3 */
+static int g_no_any_tag; /* STRESS_NO_ANY_TAG=1: specific tags only (the same draws, so seeds replay) */
 
 static void step(struct thr *th, const char *s, int peer, int tag)
 {
@@ -419,7 +422,8 @@ static void do_shared(struct thr *th, int phase)
 
     /* Receives: thread t posts those for thread t's senders (any thread may get them). */
     for (int s = 0; s < g_np; s++) {
-        int anytag = !modeA && (rng_make(g_seed, (uint64_t)phase, (uint64_t)me, (uint64_t)s, 555).s & 1);
+        int anytag = !modeA && (rng_make(g_seed, (uint64_t)phase, (uint64_t)me, (uint64_t)s, 555).s & 1) &&
+                     !g_no_any_tag;
         int n = plan(C_SHARED, phase, s, t, me, SH_MAXN, m);
         for (int k = 0; k < n; k++) {
             rsrc[nr] = (modeA && m[k].tag >= NT_SPEC) ? MPI_ANY_SOURCE : s;
@@ -568,6 +572,8 @@ static void do_p2p(struct thr *th, int phase, int catid)
         int k = next[s]++;
         struct pmsg *pm = &m[s * P2P_MAXN + k];
         int kind = rndn(&th->lr, 4);
+        if (kind == 2 && g_no_any_tag)
+            kind = 0;
         int src = kind == 3 ? MPI_ANY_SOURCE : s, tag = kind == 2 ? MPI_ANY_TAG : pm->tag;
         es[nr] = s;
         ek[nr] = k;
@@ -678,6 +684,8 @@ static void do_probe(struct thr *th, int phase)
         /* What to probe for: anything, or one message still to come. */
         int src = MPI_ANY_SOURCE, tag = MPI_ANY_TAG, how = rndn(&th->lr, 4);
         int w = rndn(&th->lr, 4);
+        if (w < 2 && g_no_any_tag)
+            w += 2; /* the tag named: 2 keeps a wildcard source, 3 names both */
         if (w > 0) {
             int i = rndn(&th->lr, cap);
             while (i >= 0) {
@@ -1204,6 +1212,7 @@ int main(int argc, char **argv)
     g_inject = strcmp(envs("STRESS_INJECT", ""), "drop") == 0 ? 1 : strcmp(envs("STRESS_INJECT", ""), "corrupt") == 0 ? 2 : 0;
     g_comm_subsets = atoi(envs("STRESS_COMM_SUBSETS", COMM_SUBSETS_DEFAULT));
     g_complete = atoi(envs("STRESS_COMPLETE", "-1")); /* force one completion style 0..4 (debugging) */
+    g_no_any_tag = atoi(envs("STRESS_NO_ANY_TAG", "0"));
     if (g_watchdog < 2)
         g_watchdog = 2;
 
@@ -1324,8 +1333,9 @@ int main(int argc, char **argv)
             if (sum[i] != sum[NSHTAG + i])
                 fail(mt, "phase end: shared tag %d: %ld messages sent, %ld received", i, sum[i], sum[NSHTAG + i]);
         /* Nothing extra: no message may be left over (every receive is done);
-         * before the barrier, so that no rank can have begun the next phase. */
-        for (int i = 0; i <= g_T; i++) {
+         * before the barrier, so that no rank can have begun the next phase.
+         * (Not without wildcard tags: the shared counts still balance.) */
+        for (int i = 0; i <= g_T && !g_no_any_tag; i++) {
             int flag = 0;
             MPI_Status s;
             MPI_Comm c = i == g_T ? MPI_COMM_WORLD : g_thr[i].comm;
