@@ -1024,10 +1024,11 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     fab_comm *fc = carried(m);
     if (!fc)
         return msh_tp_post(f->host, m, treq);
-    tp->carried++;
     int rc = msh_lane_check(m, fc);
     if (rc == MPI_SUCCESS && !send_at_once(f, fc, m, treq))
         rc = new_req(f, fc, m, 0, treq);
+    if (rc == MPI_SUCCESS)
+        tp->carried++;
     return msh_lane_posted(tp, rc);
 }
 
@@ -1047,8 +1048,10 @@ static int fab_start(msh_tp *tp, msh_tp_req *treq)
     fab_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_start(f->host, treq);
-    tp->carried++;
-    return r->b.active ? MPI_ERR_REQUEST : issue(f, r);
+    int rc = r->b.active ? MPI_ERR_REQUEST : issue(f, r);
+    if (rc == MPI_SUCCESS)
+        tp->carried++;
+    return rc;
 }
 
 /* Tracked: the host's and the fabric's. Never idle to pollers: with

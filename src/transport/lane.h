@@ -65,9 +65,9 @@ void msh_lane_comm_remove(MPI_Comm c);
  * then each VCI's q is marked under that VCI's lock (msh_lane_q_mark), and
  * end frees those no request used, if every VCI was marked (all). */
 int msh_lane_reclaim_begin(void);
+void msh_lane_reclaim_end(int all);
 /* Bytes of the lane's entries, live and kept (mpishim_table_bytes). */
 size_t msh_lane_entry_bytes(void);
-void msh_lane_reclaim_end(int all);
 /* The VCI (of n) every member of a carried c uses for it, or -1. */
 int msh_lane_comm_home(MPI_Comm c, int n);
 

@@ -494,10 +494,11 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     msh_lane_comm *lc = carried(m);
     if (!lc)
         return msh_tp_post(f->host, m, treq);
-    tp->carried++;
     int rc = msh_lane_check(m, lc);
     if (rc == MPI_SUCCESS && !send_at_once(f, lc, m, treq))
         rc = new_req(f, lc, m, 0, treq);
+    if (rc == MPI_SUCCESS)
+        tp->carried++;
     return msh_lane_posted(tp, rc);
 }
 
@@ -517,8 +518,10 @@ static int ux_start(msh_tp *tp, msh_tp_req *treq)
     ux_req *r = req_of(f, *treq);
     if (!r)
         return msh_tp_start(f->host, treq);
-    tp->carried++;
-    return r->b.active ? MPI_ERR_REQUEST : issue(f, r);
+    int rc = r->b.active ? MPI_ERR_REQUEST : issue(f, r);
+    if (rc == MPI_SUCCESS)
+        tp->carried++;
+    return rc;
 }
 
 /* Tracked: the host's and UCX's. Never idle to pollers: a peer's send may
