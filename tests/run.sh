@@ -603,9 +603,12 @@ for host in "${hosts[@]}"; do
             _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
     fi
 
+    # The lanes this machine can open, for the cases below.
+    lanes="$([ "${HAVE_UCX:-no}" != yes ] || echo ucx) $([ "${HAVE_LIBFABRIC:-no}" != yes ] || echo tcp)"
+
     # MPISHIM_STATS shows what each lane carried: p2p_order's messages are
     # all on MPI_COMM_WORLD, which the lane carries.
-    for lane in $([ "${HAVE_UCX:-no}" != yes ] || echo ucx) $([ "${HAVE_LIBFABRIC:-no}" != yes ] || echo tcp); do
+    for lane in $lanes; do
         run_case "$host p2p_order np2 STATS: the $lane lane carried every message" expect_lane_counted \
             env MPISHIM_FABRIC=$lane MPISHIM_NUM_VCIS=4 MPISHIM_STATS=1 MPISHIM_SOLO=0 TEST_THREAD_LEVEL=multiple \
             "${launch[@]}" -np 2 "$hb/tests/mpi/p2p_order"
@@ -613,7 +616,7 @@ for host in "${hosts[@]}"; do
 
     # A rank that dies while its peer waits in MPI_Recv on a lane: the job
     # ends as raw (the launcher's status and message), nothing hangs.
-    for lane in $([ "${HAVE_UCX:-no}" != yes ] || echo ucx) $([ "${HAVE_LIBFABRIC:-no}" != yes ] || echo tcp); do
+    for lane in $lanes; do
         run_case "$host crash np2 while the peer waits on the $lane lane reported as raw" expect_same_crash \
             env MPISHIM_FABRIC=$lane bash -c 'echo "== raw"; "${@:5}" -np 2 "$1" recv; echo "== rc $?"; echo "== shim";
                      "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1" recv; echo "== rc $?"' \

@@ -510,7 +510,7 @@ void msh_progress_reclaim_comms(void)
     if (!msh_tp_comm_reclaim_begin())
         return;
     int all = 1;
-    for (int i = 0; i < msh_pool.n && all; i++) {
+    for (int i = 0; i < msh_pool.n; i++) {
         msh_vci *v = &msh_pool.v[i];
         if (msh_vci_held_by_me(v)) {
             all = 0;

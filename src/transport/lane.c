@@ -185,8 +185,7 @@ void msh_lane_comm_remove(MPI_Comm c)
     if (!lc)
         return;
     atomic_store_explicit(&lc->gone, 1, memory_order_relaxed); /* published by retired.mu */
-    lc->retired = NULL;
-    retired_push(lc);
+    retired_push(lc); /* a list of one: retired is NULL since msh_lane_comm_add */
 }
 
 int msh_lane_reclaim_begin(void)
