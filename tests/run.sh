@@ -477,8 +477,11 @@ for host in "${hosts[@]}"; do
                 env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=single TEST_EXPECT_RUNTIME=0 \
                 "${launch[@]}" -np 2 "$t"
         fi
-        run_case "$host $name np2 MPISHIM_DISABLE=1" expect_ok \
-            env TEST_EXPECT_SHIM=disabled TEST_EXPECT_RUNTIME=0 MPISHIM_DISABLE=1 "${launch[@]}" -np 2 "$t"
+        # Disabled, the shim forwards every call untouched: nothing for a
+        # sanitizer to check in it, so the variants leave this line out.
+        [ -n "$variant" ] ||
+            run_case "$host $name np2 MPISHIM_DISABLE=1" expect_ok \
+                env TEST_EXPECT_SHIM=disabled TEST_EXPECT_RUNTIME=0 MPISHIM_DISABLE=1 "${launch[@]}" -np 2 "$t"
         # The extra configurations the manifest lists for this test.
         while read -r cfg; do
             [ -n "$cfg" ] || continue
