@@ -37,11 +37,14 @@
 #                      MPISHIM_NUM_VCIS=2T: the shared communicator spread by tag
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
-#   baseline         global-adaptive (the default) with another build's
-#                    library, BENCH_BASELINE=<that checkout's build folder>
-#                    (only then): before/after a change in one run, e.g.
+#   baseline         BENCH_BASELINE_OF (default global-adaptive, the
+#                    default policy) with another build's library,
+#                    BENCH_BASELINE=<that checkout's build folder> (only
+#                    then): before/after a change in one run, e.g.
 #                    git worktree add /tmp/base <commit> && make -C /tmp/base
 #                    BENCH_BASELINE=/tmp/base/build BENCH_CONFIGS=raw,global-adaptive,baseline
+#                    or, for the UCX lane, BENCH_BASELINE_OF=ucx
+#                    BENCH_CONFIGS=raw,ucx,baseline
 #
 # Every configuration does the same work: T pairs of entities, each sending
 # windows of 128 eight-byte messages.  On a machine with fewer cores than
@@ -69,6 +72,9 @@
 #   BENCH_RESULTS  output folder                     (default bench/results)
 #   BENCH_BASELINE another build folder whose libmpishim.so the baseline
 #                  configuration runs (default none: no baseline column)
+#   BENCH_BASELINE_OF  the configuration the baseline column runs with
+#                  that library (default global-adaptive; any that runs
+#                  the shim)
 # MPISHIM_* variables of the caller are removed: each configuration sets its own.
 set -u
 
@@ -98,6 +104,12 @@ if [ -n "$baseline" ]; then
     for h in "${hosts[@]}"; do
         [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
     done
+    baseline_of=${BENCH_BASELINE_OF:-global-adaptive}
+    case " ${multirate_configs[*]} " in
+        *" $baseline_of "*) [ "$baseline_of" != raw ] && [ "$baseline_of" != everywhere ] ||
+                                die "BENCH_BASELINE_OF: $baseline_of runs no shim" ;;
+        *) die "BENCH_BASELINE_OF: '$baseline_of' is not a configuration (${multirate_configs[*]})" ;;
+    esac
     configs+=(baseline) titles+=(base)
 fi
 # BENCH_CONFIGS: a comma list of the configurations above to run (default all).
@@ -123,44 +135,46 @@ bench_run() {
     local prog=$build/$host/bench/multirate
     local -a cmd
     # shellcheck disable=SC2206  # word splitting of flags is intended
-    local -a flags=($MPIRUN_FLAGS) more=($extra)
-    case $cfg in
+    local -a flags=($MPIRUN_FLAGS) more=($extra) shim=("$build/mpishim" --host "$host")
+    # The baseline column: its configuration with the other build's library.
+    local what=$cfg
+    if [ "$cfg" = baseline ]; then
+        what=$baseline_of
+        shim+=(--lib "$baseline/$host/libmpishim.so")
+    fi
+    case $what in
         raw)
             cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         everywhere)
             cmd=("$MPIRUN" "${flags[@]}" -np $((2 * t)) "$prog" -p) ;;
         global-*|vci-*|thread-*|combine-*|offload-*)
-            cmd=(env "MPISHIM_PROGRESS=${cfg%%-*}" "MPISHIM_WAIT=${cfg#*-}"
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+            cmd=(env "MPISHIM_PROGRESS=${what%%-*}" "MPISHIM_WAIT=${what#*-}"
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         serial-adaptive)
             cmd=(env MPISHIM_HOST_THREAD=serialized
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
-        baseline)
-            cmd=(env MPISHIM_PROGRESS=global MPISHIM_WAIT=adaptive
-                 "$build/mpishim" --host "$host" --lib "$baseline/$host/libmpishim.so"
-                 "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         fabric-shm|fabric-tcp)
             # no_any_tag: Debian's libfabric (1.17) shm carries only such
             # communicators (docs/configuration.md, MPISHIM_FABRIC)
-            cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive "MPISHIM_FABRIC=${cfg#fabric-}"
+            cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive "MPISHIM_FABRIC=${what#fabric-}"
                  MPISHIM_ASSERT=no_any_tag "MPISHIM_NUM_VCIS=$t"
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         fabtag-shm)
             cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=shm
                  MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$((2 * t))"
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         ucx)
             cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t"
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         ucxtag)
             cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=ucx
                  MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$((2 * t))"
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         tag-adaptive|tagT-adaptive)
             local nv=auto
-            [ "$cfg" = tagT-adaptive ] && nv=$((2 * t))
+            [ "$what" = tagT-adaptive ] && nv=$((2 * t))
             cmd=(env MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$nv"
-                 "$build/mpishim" --host "$host" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
     esac
     cmd+=(-q -d "$secs" "${more[@]}")
     local out rc log=$results/logs/$host-T$t-$cfg-run$round.log
@@ -275,6 +289,7 @@ header=$(
     echo "         everywh = MPI everywhere"
     echo "         (multirate -p, 2T ranks, raw host). Both modes run 2T busy entities: more than $cores"
     echo "         oversubscribes."
+    [ -z "$baseline" ] || echo "         base = $baseline_of with the library of $baseline"
 )
 echo "$header"
 echo
