@@ -44,6 +44,11 @@ if [ ${#hosts[@]} -eq 0 ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+# The figures are differences of two runs: on a busy machine the hosts'
+# polling while a rank waits differs between them, and the shim column can
+# come out far off (even negative).
+awk -v n="$(nproc)" '$1 > n / 2 { exit 1 }' /proc/loadavg ||
+    echo "run_callgrind: load average $(cut -d' ' -f1 /proc/loadavg) on $(nproc) cores: the figures will be noisy" >&2
 mkdir -p "$results"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -93,7 +98,7 @@ per_msg() { # per_msg A1 A2: (A2 - A1) / messages, or NaN
 
 {
     echo "# instructions per 8-byte message at T = 1, sender + receiver (callgrind; bench/run_callgrind.sh)"
-    echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, window $W, (N2 - N1) = $((N2 - N1)) windows"
+    echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, window $W, (N2 - N1) = $((N2 - N1)) windows, load average $(cut -d' ' -f1 /proc/loadavg)"
     echo "# shim: libmpishim.so's own code in the program's threads; progress: in the progress thread;"
     echo "# all: every instruction of both ranks (includes the host's polling while waiting: timing-dependent)"
 } > "$results/callgrind-summary.txt"
