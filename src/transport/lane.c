@@ -55,11 +55,11 @@ const char *msh_lane_provider(void)
 }
 
 /* The launcher's count of each node's processes where every process has
- * one (Open MPI's mpirun, MPICH's Hydra), else MPI_Comm_split_type. Not the
- * split first: a communicator made and freed over MPI_COMM_WORLD that the
+ * one (Open MPI's mpirun, MPICH's Hydra), else MPI_Comm_split_type. The
+ * count first: a communicator made and freed over MPI_COMM_WORLD that the
  * program never made changes the host's own state (Open MPI 4.1 numbers
  * its internal messages on a communicator with a counter that every
- * construction moves on; docs/design.md, Known host deviations). */
+ * construction over it moves on; docs/design.md, Known limits). */
 int msh_lane_one_node(void)
 {
     int wsize = 0, n = msh_topo_local_ranks(), all = 0;
