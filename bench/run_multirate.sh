@@ -37,7 +37,7 @@
 #                      MPISHIM_NUM_VCIS=2T: the shared communicator spread by tag
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
-#   baseline         BENCH_BASELINE_OF (default global-adaptive, the
+#   baseline         BENCH_BASELINE_OF (default combine-adaptive, the
 #                    default policy) with another build's library,
 #                    BENCH_BASELINE=<that checkout's build folder> (only
 #                    then): before/after a change in one run, e.g.
@@ -73,7 +73,7 @@
 #   BENCH_BASELINE another build folder whose libmpishim.so the baseline
 #                  configuration runs (default none: no baseline column)
 #   BENCH_BASELINE_OF  the configuration the baseline column runs with
-#                  that library (default global-adaptive; any that runs
+#                  that library (default combine-adaptive; any that runs
 #                  the shim)
 # MPISHIM_* variables of the caller are removed: each configuration sets its own.
 set -u
@@ -104,7 +104,7 @@ if [ -n "$baseline" ]; then
     for h in "${hosts[@]}"; do
         [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
     done
-    baseline_of=${BENCH_BASELINE_OF:-global-adaptive}
+    baseline_of=${BENCH_BASELINE_OF:-combine-adaptive}
     case " ${multirate_configs[*]} " in
         *" $baseline_of "*) [ "$baseline_of" != raw ] && [ "$baseline_of" != everywhere ] ||
                                 die "BENCH_BASELINE_OF: $baseline_of runs no shim" ;;
@@ -241,12 +241,12 @@ bench_table() {
             printf "\n"
         }
         # The default policy is chosen from these numbers: rank the
-        # configurations a user gets without hints (every shim one but tag and
-        # tagT) by the geometric mean over T of their ratio to raw at the same
+        # configurations a user gets without hints (every shim one but the
+        # hinted tag, tagT, fabtag and ucxtag) by the geometric mean over T of their ratio to raw at the same
         # T, the cells of every T counted, so that no T is given up for another.
         nr = 0
         for (c = 2; c <= nc; c++) {
-            if (C[c] == "everywhere" || C[c] ~ /^(tag|fabtag)/) continue
+            if (C[c] == "everywhere" || C[c] ~ /^(tag|fabtag|ucxtag)/) continue
             lg = 0; k = 0
             for (i = 1; i <= nt; i++) {
                 t = T[i]
