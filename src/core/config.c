@@ -113,7 +113,9 @@ static const char *const docs[] = {
                          "`combine` and `offload` progress as `global` and `thread` do and also queue "
                          "point-to-point posts in a lock-free per-VCI queue that one thread at a time drains into "
                          "the host: with `combine` whoever holds or finds free the VCI's lock, with `offload` the "
-                         "progress thread.",
+                         "progress thread. The default is `combine` (on 16 cores, T = 2-8 threads sharing a communicator: "
+                         "0.88-2.2x the raw host's rate, against 0.50-0.96x with `global`; figures in NEWS.md), "
+                         "and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
     [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",
     [MSH_CFG_WAIT] = "How a thread waits while another owns progress: yield-spin (`spin`), sleep on a condition "
                      "variable (`block`), or spin `MPISHIM_SPIN_US` and then sleep (`adaptive`).",
@@ -164,7 +166,8 @@ static const char *const docs[] = {
     [MSH_CFG_COLL] = "The form of blocking collectives. `nonblocking`: the host's nonblocking twin plus a shim wait, "
                      "so a thread waiting in a collective sleeps instead of spinning in the host. `host`: the host's "
                      "blocking call, at the host's speed; set it on every rank (the ranks agree on `nonblocking` "
-                     "otherwise, and whenever the host is serialized or posts are queued).",
+                     "otherwise, and whenever the host is serialized or posts are queued: with `host` and no "
+                     "`MPISHIM_PROGRESS`, the policy is `global`).",
     [MSH_CFG_FABRIC] = "Experimental. Gives every VCI a lane of its own outside the host, so that threads on "
                        "different VCIs share no lock: a UCX worker (`ucx`) or a libfabric endpoint, completion "
                        "queue and address vector (`shm`, `tcp`, `verbs`). The lane carries the point-to-point "
@@ -202,7 +205,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->solo           = 1;
     cfg->num_vcis       = 0; /* auto: msh_topo_default_vcis */
     cfg->map            = MSH_MAP_COMM;
-    cfg->progress       = MSH_PROGRESS_GLOBAL;
+    cfg->progress       = MSH_PROGRESS_COMBINE;
     cfg->sweep_polls    = 64;
     cfg->wait           = MSH_WAIT_ADAPTIVE;
     cfg->spin_us        = 20;
@@ -443,6 +446,11 @@ int msh_cfg_parse(msh_config *cfg, char *const *envp, char *err, size_t errlen,
         }
         cfg->from_env |= 1ul << k;
     }
+    /* The default policy queues posts, and queued posts rule out the host's
+     * blocking collectives (intercept/init.c): a run that asks for those and
+     * names no policy gets global, the same policy without the queue. */
+    if (!(cfg->from_env & (1ul << MSH_CFG_PROGRESS)) && cfg->coll == MSH_COLL_HOST)
+        cfg->progress = MSH_PROGRESS_GLOBAL;
     return 0;
 }
 

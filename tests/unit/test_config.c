@@ -41,11 +41,30 @@ static void test_defaults(void)
     EXPECT(c.num_vcis == 0); /* auto */
     EXPECT(c.map == MSH_MAP_COMM);
     EXPECT(c.asserts == 0);
-    EXPECT(c.progress == MSH_PROGRESS_GLOBAL);
+    EXPECT(c.progress == MSH_PROGRESS_COMBINE);
     EXPECT(c.wait == MSH_WAIT_ADAPTIVE);
     EXPECT(c.host_thread == MSH_HOST_THREAD_MULTIPLE);
     EXPECT(c.part == MSH_PART_SHIM);
     EXPECT(c.from_env == 0);
+}
+
+/* The default policy (combine) queues posts, which rules out the host's
+ * blocking collectives: MPISHIM_COLL=host without a policy gets global; a
+ * policy named with it stays (and init says that COLL=host is not in effect). */
+static void test_default_progress_with_coll_host(void)
+{
+    msh_config c;
+    char err[256];
+    EXPECT(parse1(&c, "MPISHIM_COLL=host", err, sizeof err) == 0 && c.coll == MSH_COLL_HOST);
+    EXPECT(c.progress == MSH_PROGRESS_GLOBAL);
+    EXPECT(!(c.from_env & (1ul << MSH_CFG_PROGRESS)));
+    EXPECT(parse1(&c, "MPISHIM_COLL=nonblocking", err, sizeof err) == 0 && c.progress == MSH_PROGRESS_COMBINE);
+    char *env[] = { (char *)"MPISHIM_PROGRESS=combine", (char *)"MPISHIM_COLL=host", NULL };
+    EXPECT(msh_cfg_parse(&c, env, err, sizeof err, on_warn, NULL) == 0);
+    EXPECT(c.coll == MSH_COLL_HOST && c.progress == MSH_PROGRESS_COMBINE);
+    char *env2[] = { (char *)"MPISHIM_COLL=host", (char *)"MPISHIM_PROGRESS=vci", NULL };
+    EXPECT(msh_cfg_parse(&c, env2, err, sizeof err, on_warn, NULL) == 0);
+    EXPECT(c.coll == MSH_COLL_HOST && c.progress == MSH_PROGRESS_VCI);
 }
 
 static void test_valid(void)
@@ -341,6 +360,7 @@ int main(void)
 {
     test_defaults();
     test_valid();
+    test_default_progress_with_coll_host();
     test_malformed();
     test_unknown();
     test_escaped();
