@@ -242,8 +242,9 @@ bench_table() {
         }
         # The default policy is chosen from these numbers: rank the
         # configurations a user gets without hints (every shim one but the
-        # hinted tag, tagT, fabtag and ucxtag) by the geometric mean over T of their ratio to raw at the same
-        # T, the cells of every T counted, so that no T is given up for another.
+        # hinted tag, tagT, fabtag and ucxtag) by the geometric mean over T
+        # of their ratio to raw at the same T, the cells of every T counted,
+        # so that no T is given up for another.
         nr = 0
         for (c = 2; c <= nc; c++) {
             if (C[c] == "everywhere" || C[c] ~ /^(tag|fabtag|ucxtag)/) continue

@@ -113,9 +113,9 @@ static const char *const docs[] = {
                          "`combine` and `offload` progress as `global` and `thread` do and also queue "
                          "point-to-point posts in a lock-free per-VCI queue that one thread at a time drains into "
                          "the host: with `combine` whoever holds or finds free the VCI's lock, with `offload` the "
-                         "progress thread. The default is `combine` (on 16 cores, T = 2-8 threads sharing a communicator: "
-                         "0.88-2.2x the raw host's rate, against 0.50-0.96x with `global`; figures in NEWS.md), "
-                         "and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
+                         "progress thread. The default is `combine`: with a core per thread it kept threads that share a "
+                         "communicator near or above the raw host's rate, where `global` fell to half of it (figures in "
+                         "NEWS.md); and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
     [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",
     [MSH_CFG_WAIT] = "How a thread waits while another owns progress: yield-spin (`spin`), sleep on a condition "
                      "variable (`block`), or spin `MPISHIM_SPIN_US` and then sleep (`adaptive`).",
