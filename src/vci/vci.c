@@ -24,17 +24,13 @@ int msh_vci_pool_init(int n, int serialized)
     if (!v)
         return -1;
     memset(v, 0, sizeof(msh_vci) * (size_t)n);
-    /* Adaptive mutexes spin briefly before sleeping: the critical sections
-     * are short host calls, but threads may outnumber cores. */
-    pthread_mutexattr_t aa;
-    pthread_mutexattr_init(&aa);
-    pthread_mutexattr_settype(&aa, PTHREAD_MUTEX_ADAPTIVE_NP);
+    /* own_lock (zeroed: free) spins briefly before sleeping, as an adaptive
+     * mutex does: the critical sections are short host calls, but threads
+     * may outnumber cores (core/lock.h). */
     for (int i = 0; i < n; i++) {
-        pthread_mutex_init(&v[i].own_lock, &aa);
-        v[i].lock = serialized ? &msh_pool.host_lock : &v[i].own_lock;
+        v[i].serial = serialized ? &msh_pool.host_lock : NULL;
         v[i].idx = i;
     }
-    pthread_mutexattr_destroy(&aa);
     /* The fabric, where asked for and possible (the same on every process:
      * its open agrees), else the host. */
     int fabric = msh_cfg.fabric != MSH_FABRIC_OFF && !serialized;

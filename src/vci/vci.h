@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "core/common.h"
+#include "core/lock.h"
 #include "core/runtime.h"
 #include "transport/transport.h"
 
@@ -34,8 +35,10 @@ typedef struct msh_vci_stats {
 } msh_vci_stats;
 
 typedef struct msh_vci {
-    _Alignas(MSH_CACHELINE) pthread_mutex_t own_lock;
-    pthread_mutex_t *lock;     /* own_lock, or the one host lock when the host is serialized */
+    _Alignas(MSH_CACHELINE) msh_lock own_lock;
+    /* The one host lock when the host is serialized (every VCI takes it
+     * instead of own_lock), else NULL. */
+    pthread_mutex_t *serial;
     int idx;
     /* What moves this VCI's messages, and tracks its operations in flight
      * (src/transport/transport.h). */
@@ -106,13 +109,16 @@ extern MSH_TLS char msh_vci_self;
 
 static inline void msh_vci_lock(msh_vci *v)
 {
-    pthread_mutex_lock(v->lock);
+    if (MSH_UNLIKELY(v->serial))
+        pthread_mutex_lock(v->serial);
+    else
+        msh_lock_take(&v->own_lock);
     atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
 }
 
 static inline int msh_vci_trylock(msh_vci *v)
 {
-    if (pthread_mutex_trylock(v->lock) != 0)
+    if (MSH_UNLIKELY(v->serial) ? pthread_mutex_trylock(v->serial) != 0 : !msh_lock_try(&v->own_lock))
         return 0;
     atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
     return 1;
@@ -128,7 +134,10 @@ static inline int msh_vci_held_by_me(msh_vci *v)
 static inline void msh_vci_release(msh_vci *v)
 {
     atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
-    pthread_mutex_unlock(v->lock);
+    if (MSH_UNLIKELY(v->serial))
+        pthread_mutex_unlock(v->serial);
+    else
+        msh_lock_give(&v->own_lock);
 }
 
 #endif
