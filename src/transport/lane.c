@@ -612,19 +612,30 @@ void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r)
     q->spare = r;
 }
 
-static int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status *st, MPI_Comm comm)
+/* Room for more completions: out of line, so that msh_lane_finish, once
+ * per message, needs no frame for it. */
+static MSH_NOINLINE int grow_done(msh_lane_q *q)
 {
-    if (q->ndone == q->capdone) {
-        int n = q->capdone ? q->capdone * 2 : 64;
-        msh_tp_done *d = realloc(q->done, sizeof *d * (size_t)n);
-        if (!d)
-            return MPI_ERR_NO_MEM;
-        q->done = d;
-        q->capdone = n;
-    }
-    q->done[q->ndone++] = (msh_tp_done){
-        .ctx = ctx, .treq = treq, .status = *st, .own_error = st->MPI_ERROR != MPI_SUCCESS, .raise_on = comm
-    };
+    int n = q->capdone ? q->capdone * 2 : 64;
+    msh_tp_done *d = realloc(q->done, sizeof *d * (size_t)n);
+    if (!d)
+        return MPI_ERR_NO_MEM;
+    q->done = d;
+    q->capdone = n;
+    return MPI_SUCCESS;
+}
+
+static inline int push_done(msh_lane_q *q, void *ctx, msh_tp_req treq, const MPI_Status *st, MPI_Comm comm)
+{
+    if (MSH_UNLIKELY(q->ndone == q->capdone) && grow_done(q) != MPI_SUCCESS)
+        return MPI_ERR_NO_MEM;
+    /* Field by field: a compound literal is built whole, then copied. */
+    msh_tp_done *d = &q->done[q->ndone++];
+    d->ctx = ctx;
+    d->treq = treq;
+    d->status = *st;
+    d->own_error = st->MPI_ERROR != MPI_SUCCESS;
+    d->raise_on = comm;
     return MPI_SUCCESS;
 }
 
@@ -634,20 +645,35 @@ static void retire(msh_lane_q *q, msh_lane_req *r)
     q->retired = r;
 }
 
-void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
+/* What fewer messages need when they finish: packed data to free, an
+ * orphan to free whole (then 1). */
+static MSH_NOINLINE int finish_rare(msh_lane_q *q, msh_lane_req *r)
 {
-    r->active = 0;
     if (r->tmp) {
         free(r->tmp);
         r->tmp = NULL;
     }
-    if (r->orphan) {
-        msh_lane_req_free(q, r);
-    } else if (r->tracked) {
+    if (!r->orphan)
+        return 0;
+    msh_lane_req_free(q, r);
+    return 1;
+}
+
+static MSH_NOINLINE void lost_completion(int vci)
+{
+    msh_log("VCI %d: out of memory: a completion is lost and its wait will not return", vci);
+}
+
+void msh_lane_finish(msh_lane_q *q, msh_lane_req *r, int vci)
+{
+    r->active = 0;
+    if (MSH_UNLIKELY(r->tmp || r->orphan) && finish_rare(q, r))
+        return;
+    if (r->tracked) {
         r->tracked = 0;
-        if (push_done(q, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status, r->comm) !=
-            MPI_SUCCESS)
-            msh_log("VCI %d: out of memory: a completion is lost and its wait will not return", vci);
+        if (MSH_UNLIKELY(push_done(q, r->ctx, r->persistent ? msh_lane_enc(r->slot) : MPI_REQUEST_NULL, &r->status,
+                                   r->comm) != MPI_SUCCESS))
+            lost_completion(vci);
         else if (!r->persistent)
             retire(q, r);
     }
