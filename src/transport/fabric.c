@@ -329,7 +329,7 @@ enum { BL_TX, BL_RX };
 
 static fab_req *req_new(fab_tp *f)
 {
-    fab_req *r = (fab_req *)msh_lane_req_new(&f->q);
+    fab_req *r = (fab_req *)msh_lane_req_new_sized(&f->q, sizeof *r);
     if (r) {
         r->main.req = r->bulk.req = r;
         r->main.which = CTX_MAIN;
@@ -722,7 +722,7 @@ static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
     r->ubuf = (void *)(uintptr_t)m->buf;
     r->count = m->count;
     /* a nonblocking send packs at once; the others use the type later */
-    r->dt = r->op == OP_RECV || r->b.persistent ? msh_lane_keep_type(&f->named, &r->b, m->dt) : m->dt;
+    r->dt = msh_lane_type_of(&f->named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
     r->peer = m->peer;
     r->tag = m->tag;
     r->b.lc = fc;
@@ -732,7 +732,7 @@ static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 /* The bytes of r's operation (lane.h). */
 static inline int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
 {
-    return msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->b.tmp, buf, len);
+    return msh_lane_req_bytes(&f->named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, buf, len);
 }
 
 /* What a receive or probe on fc matches: the source's endpoint (any, for

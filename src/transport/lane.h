@@ -243,9 +243,38 @@ typedef struct msh_lane_req {
     MPI_Comm comm;             /* the program's, where the request's own errors are raised */
     msh_lane_comm *lc;         /* what the lane knows of it; NULL for a request on none */
     int slot;
+    /* Its type's size plus one when the type is named (msh_lane_type_of),
+     * so that a post asks the cache once; 0: derived, or not known. */
+    int tsize1;
     uint8_t persistent, active, tracked, orphan;
     uint8_t has_kept;
 } msh_lane_req;
+
+/* The type r's operation uses for dt, with its size noted in r when dt
+ * is named: dt itself then; a derived dt is kept (keep: r outlives the
+ * call, msh_lane_keep_derived) or used as it is (a nonblocking send packs
+ * at once). */
+static inline MPI_Datatype msh_lane_type_of(msh_lane_named *n, msh_lane_req *r, MPI_Datatype dt, int keep)
+{
+    int size;
+    if (MSH_LIKELY(msh_lane_named_size(n, dt, &size))) {
+        r->tsize1 = size + 1;
+        return dt;
+    }
+    r->tsize1 = 0;
+    return keep ? msh_lane_keep_derived(r, dt) : dt;
+}
+/* msh_lane_bytes for r, with the size msh_lane_type_of noted. */
+static inline int msh_lane_req_bytes(msh_lane_named *n, msh_lane_req *r, int send, void *ubuf, MPI_Count count,
+                                     MPI_Datatype dt, void **buf, size_t *len)
+{
+    if (MSH_LIKELY(r->tsize1 > 0)) {
+        *buf = ubuf;
+        *len = (size_t)count * (size_t)(r->tsize1 - 1);
+        return MPI_SUCCESS;
+    }
+    return msh_lane_bytes(n, send, ubuf, count, dt, &r->tmp, buf, len);
+}
 
 /* A VCI's requests (under its lock): the slots, freed requests kept for
  * reuse (no allocation per message), and the completions of tracked ones
@@ -281,6 +310,22 @@ static inline void msh_lane_q_init(msh_lane_q *q, size_t size, void (*drop)(msh_
 
 /* A zeroed request with a slot, or NULL (out of memory, or slots). */
 msh_lane_req *msh_lane_req_new(msh_lane_q *q);
+/* The same for a lane whose request is size bytes (a constant there): a
+ * spare request and a free slot are taken inline, and the zeroing is a few
+ * stores instead of a call, once per message. */
+static inline msh_lane_req *msh_lane_req_new_sized(msh_lane_q *q, size_t size)
+{
+    msh_lane_req *r = q->spare;
+    int i = q->free_head;
+    if (MSH_UNLIKELY(!r || i < 0))
+        return msh_lane_req_new(q);
+    q->spare = r->next;
+    memset(r, 0, size);
+    q->free_head = q->free_next[i];
+    r->slot = i;
+    q->slots[i] = r;
+    return r;
+}
 void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r);
 static inline msh_lane_req *msh_lane_req_of(const msh_lane_q *q, msh_tp_req t)
 {

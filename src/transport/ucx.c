@@ -201,7 +201,7 @@ static inline ux_tp *ux_of(msh_tp *tp) { return (ux_tp *)tp; }
 
 static inline ux_req *req_new(ux_tp *f)
 {
-    ux_req *r = (ux_req *)msh_lane_req_new(&f->q);
+    ux_req *r = (ux_req *)msh_lane_req_new_sized(&f->q, sizeof *r);
     if (r)
         r->f = f;
     return r;
@@ -397,7 +397,7 @@ static int issue(ux_tp *f, ux_req *r)
     r->b.active = 1;
     if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
         return bsend(f, r);
-    int rc = msh_lane_bytes(&f->named, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->b.tmp, &r->buf, &r->len);
+    int rc = msh_lane_req_bytes(&f->named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->b.tmp);
         r->b.tmp = NULL;
@@ -435,7 +435,7 @@ static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m
     r->ubuf = (void *)(uintptr_t)m->buf;
     r->count = m->count;
     /* a nonblocking send packs at once; the others use the type later */
-    r->dt = r->op == OP_RECV || r->b.persistent ? msh_lane_keep_type(&f->named, &r->b, m->dt) : m->dt;
+    r->dt = msh_lane_type_of(&f->named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
     r->peer = m->peer;
     r->tag = m->tag;
     r->b.lc = lc;

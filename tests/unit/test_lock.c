@@ -112,6 +112,6 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_lock: %d failure(s) (seed %u)\n", failures, seed);
         return 1;
     }
-    printf("test_lock: ok (seed %u)\n", seed);
+    printf("ok test_lock (seed %u)\n", seed);
     return 0;
 }
