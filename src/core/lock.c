@@ -2,6 +2,10 @@
 #include "core/lock.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -36,4 +40,89 @@ void msh_lock_wait(msh_lock *l)
 void msh_lock_wake(msh_lock *l)
 {
     syscall(SYS_futex, &l->v, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+/* ------------------------------------------------------------ the biased lock */
+
+/* A bias's run doubles after each revocation, up to this. */
+#define MSH_BLOCK_GRANT_MAX (1u << 20)
+
+static int block_asym;
+static pthread_once_t block_once = PTHREAD_ONCE_INIT;
+
+static void block_register(void)
+{
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+        syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0)
+        block_asym = 1;
+}
+
+void msh_block_setup(void)
+{
+    pthread_once(&block_once, block_register);
+}
+
+void msh_block_init(msh_block *b)
+{
+    atomic_store_explicit(&b->lock.v, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->bias, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->bias_in, 0, memory_order_relaxed);
+    b->by_bias = 0;
+    b->last = 0;
+    b->run = 0;
+    b->grant_at = MSH_BLOCK_GRANT;
+}
+
+/* Under b->lock: clear another thread's bias, with the barrier that makes
+ * its owner either see that or be seen inside (bias_in). */
+static void revoke_bias(msh_block *b)
+{
+    atomic_store_explicit(&b->bias, 0, memory_order_seq_cst);
+    if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0) {
+        /* Registered at setup, so this does not fail; without the barrier
+         * two threads could be inside at once. */
+        fputs("mpishim: membarrier failed while revoking a VCI lock's bias\n", stderr);
+        abort();
+    }
+    if (b->grant_at < MSH_BLOCK_GRANT_MAX)
+        b->grant_at *= 2;
+    b->last = 0;
+}
+
+/* A run of takes by one thread earns it the bias. */
+static void count_run(msh_block *b, uintptr_t me)
+{
+    if (!block_asym)
+        return;
+    if (b->last != me) {
+        b->last = me;
+        b->run = 1;
+    } else if (++b->run >= b->grant_at) {
+        b->run = 0;
+        atomic_store_explicit(&b->bias, me, memory_order_relaxed);
+    }
+}
+
+void msh_block_locked(msh_block *b, uintptr_t me)
+{
+    if (atomic_load_explicit(&b->bias, memory_order_relaxed) != 0)
+        revoke_bias(b);
+    /* An owner seen inside (now, or by a try-lock that revoked and gave
+     * up) leaves soon: its critical sections never block. */
+    while (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0)
+        cpu_relax();
+    count_run(b, me);
+}
+
+int msh_block_try_locked(msh_block *b, uintptr_t me)
+{
+    if (atomic_load_explicit(&b->bias, memory_order_relaxed) != 0)
+        revoke_bias(b);
+    if (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0) {
+        msh_lock_give(&b->lock); /* the owner is inside; the bias stays revoked */
+        return 0;
+    }
+    count_run(b, me);
+    return 1;
 }

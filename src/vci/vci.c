@@ -24,10 +24,13 @@ int msh_vci_pool_init(int n, int serialized)
     if (!v)
         return -1;
     memset(v, 0, sizeof(msh_vci) * (size_t)n);
-    /* own_lock (zeroed: free) spins briefly before sleeping, as an adaptive
-     * mutex does: the critical sections are short host calls, but threads
-     * may outnumber cores (core/lock.h). */
+    /* own_lock spins briefly before sleeping, as an adaptive mutex does:
+     * the critical sections are short host calls, but threads may
+     * outnumber cores; a thread that uses a VCI alone comes to take it
+     * without an atomic instruction (core/lock.h). */
+    msh_block_setup();
     for (int i = 0; i < n; i++) {
+        msh_block_init(&v[i].own_lock);
         v[i].serial = serialized ? &msh_pool.host_lock : NULL;
         v[i].idx = i;
     }

@@ -35,7 +35,7 @@ typedef struct msh_vci_stats {
 } msh_vci_stats;
 
 typedef struct msh_vci {
-    _Alignas(MSH_CACHELINE) msh_lock own_lock;
+    _Alignas(MSH_CACHELINE) msh_block own_lock;
     /* The one host lock when the host is serialized (every VCI takes it
      * instead of own_lock), else NULL. */
     pthread_mutex_t *serial;
@@ -112,13 +112,13 @@ static inline void msh_vci_lock(msh_vci *v)
     if (MSH_UNLIKELY(v->serial))
         pthread_mutex_lock(v->serial);
     else
-        msh_lock_take(&v->own_lock);
+        msh_block_take(&v->own_lock, (uintptr_t)&msh_vci_self);
     atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
 }
 
 static inline int msh_vci_trylock(msh_vci *v)
 {
-    if (MSH_UNLIKELY(v->serial) ? pthread_mutex_trylock(v->serial) != 0 : !msh_lock_try(&v->own_lock))
+    if (MSH_UNLIKELY(v->serial) ? pthread_mutex_trylock(v->serial) != 0 : !msh_block_try(&v->own_lock, (uintptr_t)&msh_vci_self))
         return 0;
     atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
     return 1;
@@ -137,7 +137,7 @@ static inline void msh_vci_release(msh_vci *v)
     if (MSH_UNLIKELY(v->serial))
         pthread_mutex_unlock(v->serial);
     else
-        msh_lock_give(&v->own_lock);
+        msh_block_give(&v->own_lock);
 }
 
 #endif

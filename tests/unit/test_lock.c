@@ -1,10 +1,15 @@
-/* Unit tests of the VCI lock (src/core/lock.h): try-lock fails while the
- * lock is held and succeeds once it is released; threads that outnumber
- * the cores (so that some spin out and sleep in the kernel) never hold it
- * at once, and every increment made under it survives; a holder that
- * sleeps while others queue up wakes them all in the end. No MPI needed.
- * Replay with a seed: test_lock SEED (default: the time). */
+/* Unit tests of the locks of src/core/lock.h. msh_lock: try-lock fails
+ * while the lock is held and succeeds once it is released; threads that
+ * outnumber the cores (so that some spin out and sleep in the kernel) never
+ * hold it at once, and every increment made under it survives; a holder
+ * that sleeps while others queue up wakes them all in the end. msh_block
+ * (the biased VCI lock): a thread's run earns the bias, another thread's
+ * take or try-lock revokes it, and threads that alternate long runs (bias
+ * granted and revoked over and over) with short ones never hold it at
+ * once and lose no increment. No MPI needed. Replay with a seed: test_lock
+ * SEED (default: the time). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,12 +107,138 @@ static void test_sleepers_woken(void)
     EXPECT(atomic_load(&lk.v) == 0);
 }
 
+static msh_block bk;
+static MSH_TLS char token; /* its address names the thread, as msh_vci_self does */
+#define ME ((uintptr_t)&token)
+
+static void test_bias(void)
+{
+    msh_block_setup();
+    msh_block_init(&bk);
+    for (int i = 0; i < 4 * MSH_BLOCK_GRANT; i++) {
+        msh_block_take(&bk, ME);
+        msh_block_give(&bk);
+    }
+    /* Granted (where membarrier is there): the fast path leaves the plain lock free. */
+    int biased = atomic_load(&bk.bias) == ME;
+    msh_block_take(&bk, ME);
+    EXPECT(!biased || atomic_load(&bk.lock.v) == 0);
+    /* Someone else's try-lock fails while the owner is inside, and revokes. */
+    EXPECT(!msh_block_try(&bk, ME + 1));
+    EXPECT(atomic_load(&bk.bias) == 0);
+    msh_block_give(&bk);
+    EXPECT(msh_block_try(&bk, ME + 1));
+    EXPECT(atomic_load(&bk.bias) == 0);
+    msh_block_give(&bk);
+    EXPECT(atomic_load(&bk.lock.v) == 0 && atomic_load(&bk.bias_in) == 0);
+    if (!biased)
+        printf("test_lock: no membarrier here; the bias cases ran on the plain lock\n");
+}
+
+static void *runs(void *arg)
+{
+    unsigned s = seed ^ (unsigned)(uintptr_t)arg;
+    for (int i = 0; i < ROUNDS / 4;) {
+        s = s * 1103515245u + 12345u;
+        int n = (s >> 16) % 4 == 0 ? (int)(s >> 20) % (8 * MSH_BLOCK_GRANT) : 1 + (int)(s >> 20) % 3;
+        for (int k = 0; k < n; k++, i++) {
+            if ((s >> 8) % 8 == 0) {
+                while (!msh_block_try(&bk, ME))
+                    ;
+            } else {
+                msh_block_take(&bk, ME);
+            }
+            if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
+                atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
+            counter++;
+            atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+            msh_block_give(&bk);
+        }
+        if ((s >> 24) % 16 == 0)
+            sched_yield();
+    }
+    return NULL;
+}
+
+static void test_bias_contended(void)
+{
+    msh_block_init(&bk);
+    counter = 0;
+    atomic_store(&overlaps, 0);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        if (pthread_create(&t[i], NULL, runs, (void *)(uintptr_t)(i + 1)) != 0)
+            abort();
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    EXPECT(counter >= 4L * (ROUNDS / 4));
+    EXPECT(atomic_load(&overlaps) == 0);
+    EXPECT(atomic_load(&bk.bias_in) == 0 && atomic_load(&bk.lock.v) == 0);
+    /* Each revocation doubled the run that earns the next grant. */
+    printf("test_lock: grant run %u after the contended case (%u at first)\n", bk.grant_at, MSH_BLOCK_GRANT);
+}
+
+/* The revocation race itself: an owner that holds the lock most of the
+ * time by its fast path, and another thread's take, many times over. */
+static atomic_int stop;
+static _Atomic uintptr_t owner_token;
+
+static void *owner(void *arg)
+{
+    (void)arg;
+    atomic_store(&owner_token, ME);
+    while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+        msh_block_take(&bk, ME);
+        if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
+            atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
+        for (volatile int k = 0; k < 200; k++)
+            ;
+        counter++;
+        atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+        msh_block_give(&bk);
+    }
+    return NULL;
+}
+
+static void test_revoke_while_inside(void)
+{
+    int granted = 0;
+    atomic_store(&overlaps, 0);
+    for (int rep = 0; rep < 200; rep++) {
+        msh_block_init(&bk);
+        atomic_store(&stop, 0);
+        atomic_store(&owner_token, 0);
+        pthread_t t;
+        if (pthread_create(&t, NULL, owner, NULL) != 0)
+            abort();
+        for (int w = 0; w < 100000 && (atomic_load(&owner_token) == 0 ||
+                                       atomic_load(&bk.bias) != atomic_load(&owner_token)); w++)
+            sched_yield();
+        granted += atomic_load(&bk.bias) != 0;
+        for (int k = 0; k < 3; k++) {
+            msh_block_take(&bk, ME);
+            if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
+                atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
+            counter++;
+            atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+            msh_block_give(&bk);
+        }
+        atomic_store(&stop, 1);
+        pthread_join(t, NULL);
+    }
+    EXPECT(atomic_load(&overlaps) == 0);
+    printf("test_lock: %d of 200 revocations met a granted bias\n", granted);
+}
+
 int main(int argc, char **argv)
 {
     seed = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : (unsigned)time(NULL);
     test_try();
     test_contended();
     test_sleepers_woken();
+    test_bias();
+    test_bias_contended();
+    test_revoke_while_inside();
     if (failures) {
         fprintf(stderr, "test_lock: %d failure(s) (seed %u)\n", failures, seed);
         return 1;
