@@ -4,6 +4,7 @@
 #include <linux/futex.h>
 #include <linux/membarrier.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -110,8 +111,12 @@ void msh_block_locked(msh_block *b, uintptr_t me)
         revoke_bias(b);
     /* An owner seen inside (now, or by a try-lock that revoked and gave
      * up) leaves soon: its critical sections never block. */
-    while (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0)
-        cpu_relax();
+    for (int i = 0; atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0; i++) {
+        if (i < MSH_LOCK_SPINS)
+            cpu_relax();
+        else
+            sched_yield(); /* the owner was preempted inside: let it run */
+    }
     count_run(b, me);
 }
 
