@@ -27,6 +27,17 @@ static atomic_int inside;        /* threads inside the critical section */
 static atomic_int overlaps;
 static unsigned seed;
 
+/* The critical section every case runs: alone inside, one increment. */
+static void critical(int busy)
+{
+    if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
+        atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
+    for (volatile int k = 0; k < busy; k++)
+        ;
+    counter++;
+    atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+}
+
 static void *hammer(void *arg)
 {
     unsigned s = seed ^ (unsigned)(uintptr_t)arg;
@@ -148,10 +159,7 @@ static void *runs(void *arg)
             } else {
                 msh_block_take(&bk, ME);
             }
-            if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
-                atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
-            counter++;
-            atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+            critical(0);
             msh_block_give(&bk);
         }
         if ((s >> 24) % 16 == 0)
@@ -189,12 +197,7 @@ static void *owner(void *arg)
     atomic_store(&owner_token, ME);
     while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
         msh_block_take(&bk, ME);
-        if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
-            atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
-        for (volatile int k = 0; k < 200; k++)
-            ;
-        counter++;
-        atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+        critical(200);
         msh_block_give(&bk);
     }
     return NULL;
@@ -217,10 +220,7 @@ static void test_revoke_while_inside(void)
         granted += atomic_load(&bk.bias) != 0;
         for (int k = 0; k < 3; k++) {
             msh_block_take(&bk, ME);
-            if (atomic_fetch_add_explicit(&inside, 1, memory_order_relaxed) != 0)
-                atomic_fetch_add_explicit(&overlaps, 1, memory_order_relaxed);
-            counter++;
-            atomic_fetch_sub_explicit(&inside, 1, memory_order_relaxed);
+            critical(0);
             msh_block_give(&bk);
         }
         atomic_store(&stop, 1);
