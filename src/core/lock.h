@@ -1,8 +1,7 @@
 /* A mutex for the per-message paths: one atomic instruction to take it and
- * one to release it when nobody waits, where glibc's adaptive mutex runs
- * some 30 instructions each way (type and owner checks). The VCI lock is
- * taken once per post and once per poll, so that difference is paid on
- * every message.
+ * one to release it when nobody waits, without the type and owner checks
+ * of glibc's adaptive mutex. The VCI lock is taken once per post and once
+ * per poll, so that difference is paid on every message.
  *
  * The algorithm is the three-state futex mutex of Drepper, "Futexes Are
  * Tricky" (2011): 0 free, 1 held, 2 held and a thread may sleep on it. A
@@ -49,8 +48,9 @@ static inline void msh_lock_give(msh_lock *l)
 /* A biased lock (msh_block): the VCI lock. A VCI that one thread uses
  * alone (a thread per communicator, or a single thread) is taken and
  * released by that thread with plain stores, no atomic read-modify-write:
- * at one thread per rank on the UCX lane, the two locked instructions of
- * each msh_lock acquisition cost about a sixth of the time per message.
+ * on a lane at one thread per rank, the two locked instructions of each
+ * msh_lock acquisition were a large share of the time per message
+ * (docs/design.md, The VCI lock).
  *
  * The lock is biased to a thread (its token) once that thread took the
  * underlying msh_lock MSH_BLOCK_GRANT times in a row. The owner then enters

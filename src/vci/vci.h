@@ -118,7 +118,9 @@ static inline void msh_vci_lock(msh_vci *v)
 
 static inline int msh_vci_trylock(msh_vci *v)
 {
-    if (MSH_UNLIKELY(v->serial) ? pthread_mutex_trylock(v->serial) != 0 : !msh_block_try(&v->own_lock, (uintptr_t)&msh_vci_self))
+    int got = MSH_UNLIKELY(v->serial) ? pthread_mutex_trylock(v->serial) == 0
+                                      : msh_block_try(&v->own_lock, (uintptr_t)&msh_vci_self);
+    if (!got)
         return 0;
     atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
     return 1;
