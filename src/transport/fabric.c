@@ -329,7 +329,7 @@ enum { BL_TX, BL_RX };
 
 static fab_req *req_new(fab_tp *f)
 {
-    fab_req *r = (fab_req *)msh_lane_req_new_sized(&f->q, sizeof *r);
+    fab_req *r = (fab_req *)msh_lane_req_new(&f->q, sizeof *r);
     if (r) {
         r->main.req = r->bulk.req = r;
         r->main.which = CTX_MAIN;

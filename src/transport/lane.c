@@ -558,19 +558,19 @@ void msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
 
 /* ------------------------------------------------------------ requests */
 
-msh_lane_req *msh_lane_req_new(msh_lane_q *q)
+int msh_lane_req_refill(msh_lane_q *q)
 {
     if (q->free_head < 0) {
         int n = q->nslots ? q->nslots * 2 : 256;
         if (n >= MSH_LANE_SLOT_MAX) /* MSH_LANE_DONE's slot is never a request's */
-            return NULL;
+            return -1;
         msh_lane_req **s = realloc(q->slots, sizeof *s * (size_t)n);
         if (!s)
-            return NULL;
+            return -1;
         q->slots = s;
         int *fn = realloc(q->free_next, sizeof *fn * (size_t)n);
         if (!fn)
-            return NULL;
+            return -1;
         q->free_next = fn;
         for (int i = q->nslots; i < n; i++) {
             q->slots[i] = NULL;
@@ -579,18 +579,13 @@ msh_lane_req *msh_lane_req_new(msh_lane_q *q)
         q->free_head = q->nslots;
         q->nslots = n;
     }
-    int i = q->free_head;
-    msh_lane_req *r = q->spare;
-    if (r) {
-        q->spare = r->next;
-        memset(r, 0, q->size);
-    } else if (!(r = calloc(1, q->size))) {
-        return NULL;
+    if (!q->spare) {
+        msh_lane_req *r = calloc(1, q->size);
+        if (!r)
+            return -1;
+        q->spare = r;
     }
-    q->free_head = q->free_next[i];
-    r->slot = i;
-    q->slots[i] = r;
-    return r;
+    return 0;
 }
 
 void msh_lane_req_free(msh_lane_q *q, msh_lane_req *r)

@@ -308,17 +308,18 @@ static inline void msh_lane_q_init(msh_lane_q *q, size_t size, void (*drop)(msh_
     q->drop = drop;
 }
 
-/* A zeroed request with a slot, or NULL (out of memory, or slots). */
-msh_lane_req *msh_lane_req_new(msh_lane_q *q);
-/* The same for a lane whose request is size bytes (a constant there): a
- * spare request and a free slot are taken inline, and the zeroing is a few
- * stores instead of a call, once per message. */
-static inline msh_lane_req *msh_lane_req_new_sized(msh_lane_q *q, size_t size)
+/* A free slot and a spare request (q->size bytes) for the next
+ * msh_lane_req_new: 0, or -1 (out of memory, or slots). */
+int msh_lane_req_refill(msh_lane_q *q);
+/* A zeroed request with a slot, or NULL (out of memory, or slots). size is
+ * the lane's request size, a constant there: taken inline, the zeroing is
+ * a few stores instead of a call, once per message. */
+static inline msh_lane_req *msh_lane_req_new(msh_lane_q *q, size_t size)
 {
+    if (MSH_UNLIKELY(!q->spare || q->free_head < 0) && msh_lane_req_refill(q) != 0)
+        return NULL;
     msh_lane_req *r = q->spare;
     int i = q->free_head;
-    if (MSH_UNLIKELY(!r || i < 0))
-        return msh_lane_req_new(q);
     q->spare = r->next;
     memset(r, 0, size);
     q->free_head = q->free_next[i];

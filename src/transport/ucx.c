@@ -201,7 +201,7 @@ static inline ux_tp *ux_of(msh_tp *tp) { return (ux_tp *)tp; }
 
 static inline ux_req *req_new(ux_tp *f)
 {
-    ux_req *r = (ux_req *)msh_lane_req_new_sized(&f->q, sizeof *r);
+    ux_req *r = (ux_req *)msh_lane_req_new(&f->q, sizeof *r);
     if (r)
         r->f = f;
     return r;
