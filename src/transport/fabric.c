@@ -1250,7 +1250,7 @@ static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;
     r->count = count;
-    r->dt = msh_lane_keep_type(&f->named, &r->b, dt);
+    r->dt = msh_lane_type_of(&f->named, &r->b, dt, 1);
     memset(&r->b.status, 0, sizeof r->b.status);
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)

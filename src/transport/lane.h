@@ -170,17 +170,11 @@ static inline int msh_lane_bytes(msh_lane_named *n, int send, void *ubuf, MPI_Co
     }
     return msh_lane_bytes_packed(send, ubuf, count, dt, tmp, buf, len);
 }
-/* The datatype r works with: dt itself when it is named, else a
- * duplicate that r keeps until it is freed, since the program may free
- * dt while r lives (a persistent request starts again, a receive unpacks
- * when it completes). */
+/* A duplicate of the derived type dt that r keeps until it is freed,
+ * since the program may free dt while r lives (a persistent request
+ * starts again, a receive unpacks when it completes): msh_lane_type_of's. */
 struct msh_lane_req;
 MPI_Datatype msh_lane_keep_derived(struct msh_lane_req *r, MPI_Datatype dt);
-static inline MPI_Datatype msh_lane_keep_type(msh_lane_named *n, struct msh_lane_req *r, MPI_Datatype dt)
-{
-    int size;
-    return MSH_LIKELY(msh_lane_named_size(n, dt, &size)) ? dt : msh_lane_keep_derived(r, dt);
-}
 /* A buffered send's own copy of count dt at ubuf (packed for a derived
  * type): *copy, which the caller frees, of *len bytes. */
 int msh_lane_copy(msh_lane_named *n, void *ubuf, MPI_Count count, MPI_Datatype dt, void **copy, size_t *len);
@@ -239,7 +233,7 @@ typedef struct msh_lane_req {
     void *ctx;                 /* the engine's, when tracked */
     void *tmp;                 /* packed data, freed when the request finishes */
     MPI_Status status;
-    MPI_Datatype kept;         /* a derived type's duplicate (msh_lane_keep_type) */
+    MPI_Datatype kept;         /* a derived type's duplicate (msh_lane_keep_derived) */
     MPI_Comm comm;             /* the program's, where the request's own errors are raised */
     msh_lane_comm *lc;         /* what the lane knows of it; NULL for a request on none */
     int slot;

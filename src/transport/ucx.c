@@ -645,7 +645,7 @@ static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype 
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;
     r->count = count;
-    r->dt = msh_lane_keep_type(&f->named, &r->b, dt);
+    r->dt = msh_lane_type_of(&f->named, &r->b, dt, 1);
     int rc = issue(f, r);
     if (rc != MPI_SUCCESS)
         return rc;
