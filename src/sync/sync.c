@@ -106,7 +106,8 @@ static void notify_add(msh_notify *b, msh_sync *s)
 void msh_notify_complete(msh_request *r, msh_notify *b)
 {
     atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
-    msh_sync *s = atomic_exchange_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_acq_rel);
+    msh_sync *s = atomic_load_explicit(&r->sync, memory_order_relaxed);
+    atomic_store_explicit(&r->sync, MSH_SYNC_CLAIMED, memory_order_relaxed);
     if (s && s != MSH_SYNC_CLAIMED)
         notify_add(b, s);
 }

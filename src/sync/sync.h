@@ -119,7 +119,7 @@ void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg);
 
 /* r, whose status the caller filled in, is complete: mark it so, claim it,
  * and count it on its waiter's sync object, waking that waiter when its
- * wait is over. Not under a domain mutex. */
+ * wait is over. Under r's VCI lock, not under a domain mutex. */
 void msh_progress_complete(msh_request *r);
 
 /* r finished as d says (its status taken): a transport's own error is
@@ -143,22 +143,29 @@ static inline void msh_sync_init(msh_sync *s, int dom)
     pthread_cond_init(&s->cond, NULL);
 }
 
-/* Attach r to s: 1 if its completion will be counted on s, 0 if progress
- * already completed it. */
+/* Attach r to s, under r's VCI lock: 1 if its completion will be counted
+ * on s, 0 if progress already completed it. Completion (msh_notify_complete)
+ * runs under the same lock, so the handshake needs no atomic
+ * read-modify-write: a waiter attaching a window of W requests pays one
+ * lock for the run (none extra when the lock is biased to it), not W
+ * locked instructions. */
 static inline int msh_sync_attach(msh_sync *s, msh_request *r)
 {
-    struct msh_sync *expect = NULL;
-    return atomic_compare_exchange_strong_explicit(&r->sync, &expect, s, memory_order_acq_rel,
-                                                   memory_order_acquire);
+    if (atomic_load_explicit(&r->sync, memory_order_relaxed) != NULL)
+        return 0;
+    atomic_store_explicit(&r->sync, s, memory_order_relaxed);
+    return 1;
 }
 
-/* Detach r from s: 1 if detached before progress claimed it (it will not
- * be counted), 0 if its completion is or will be counted on s. */
+/* Detach r from s, under r's VCI lock: 1 if detached before progress
+ * claimed it (it will not be counted), 0 if its completion is or will be
+ * counted on s. */
 static inline int msh_sync_detach(msh_sync *s, msh_request *r)
 {
-    struct msh_sync *expect = s;
-    return atomic_compare_exchange_strong_explicit(&r->sync, &expect, NULL, memory_order_acq_rel,
-                                                   memory_order_acquire);
+    if (atomic_load_explicit(&r->sync, memory_order_relaxed) != s)
+        return 0;
+    atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
+    return 1;
 }
 
 /* Monotonic microseconds, for bounded spins. */
@@ -181,8 +188,9 @@ typedef struct msh_notify {
     int cnt[MSH_NOTIFY_MAX];
 } msh_notify;
 
-/* r is complete (its status filled in): publish it, claim its completion
- * and count it in b for the sync object attached to it, if any. */
+/* Under r's VCI lock: r is complete (its status filled in): publish it,
+ * claim its completion and count it in b for the sync object attached to
+ * it, if any. */
 void msh_notify_complete(msh_request *r, msh_notify *b);
 /* Count b's completions on their sync objects, waking the waiters whose
  * wait is over. Not under a domain mutex. */

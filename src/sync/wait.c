@@ -57,16 +57,33 @@ static void raise_own(raise_state *rs, MPI_Comm comm, int err)
     msh_comm_error(comm, err);
 }
 
-/* Retiring many requests takes each VCI's lock once per run of requests
- * on that VCI, not once per request: *held is the VCI locked so far.
- * The state moves from COMPLETE first, so that a request is retired once
- * even if two threads wait on it (an erroneous program): the loser gets
- * MPI_ERR_REQUEST and the request never enters a cache twice. */
-static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held, raise_state *rs)
+/* Calls that walk many requests take each VCI's lock once per run of
+ * requests on that VCI, not once per request: *held is the VCI locked so
+ * far (NULL: none). */
+static inline void hold_vci(msh_vci **held, msh_vci *v)
+{
+    if (*held == v)
+        return;
+    if (*held)
+        msh_vci_unlock(*held);
+    msh_vci_lock(v);
+    *held = v;
+}
+
+static void release_held(msh_vci *held)
+{
+    if (held)
+        msh_vci_unlock(held);
+}
+
+/* A persistent request goes back to inactive without a lock: the state
+ * moves from COMPLETE first, so that it is retired once even if two
+ * threads wait on it (an erroneous program); the loser gets
+ * MPI_ERR_REQUEST. */
+static int retire_persistent(msh_request *r, MPI_Status *status, msh_vci **held, raise_state *rs)
 {
     int from = MSH_REQ_COMPLETE;
-    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from,
-                                                              r->persistent ? MSH_REQ_INACTIVE : MSH_REQ_FREE,
+    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from, MSH_REQ_INACTIVE,
                                                               memory_order_acq_rel, memory_order_acquire)))
         return msh_bad_request();
     int err = r->status.MPI_ERROR;
@@ -81,24 +98,36 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         }
         raise_own(rs, r->q.comm, err);
     }
-    if (r->persistent)
-        return err;
-    msh_vci *v = msh_vci_get(r->vci);
-    if (*held != v) {
-        if (*held)
-            msh_vci_unlock(*held);
-        msh_vci_lock(v);
-        *held = v;
-    }
-    msh_vci_req_put(v, r);
-    *handle = MPI_REQUEST_NULL;
     return err;
 }
 
-static void release_held(msh_vci *held)
+/* Any other request goes back to its VCI's cache, under that VCI's lock,
+ * and is retired once as above; the lock, which the cache needs anyway,
+ * makes the check and the move plain loads and stores (no locked
+ * instruction per request when the lock is biased to this thread). */
+static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held, raise_state *rs)
 {
-    if (held)
-        msh_vci_unlock(held);
+    if (r->persistent)
+        return retire_persistent(r, status, held, rs);
+    hold_vci(held, msh_vci_get(r->vci));
+    if (MSH_UNLIKELY(atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_COMPLETE))
+        return msh_bad_request();
+    atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
+    int err = r->status.MPI_ERROR;
+    msh_status_out(status, &r->status);
+    int own = MSH_UNLIKELY(err != MPI_SUCCESS) && r->q.own_error;
+    MPI_Comm comm = r->q.comm;
+    r->q.own_error = 0;
+    msh_vci_req_put(*held, r);
+    *handle = MPI_REQUEST_NULL;
+    if (MSH_UNLIKELY(own) && !rs->done) {
+        /* A transport's own error: this call raises it, with no lock held
+         * (the handler may call MPI). */
+        msh_vci_unlock(*held);
+        *held = NULL;
+        raise_own(rs, comm, err);
+    }
+    return err;
 }
 
 int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_raise_by by)
@@ -240,7 +269,7 @@ int msh_req_free(msh_request *r, MPI_Request *handle)
         msh_req_new_gen(r); /* copies of the handle are stale from now on */
     } else if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &st, MSH_REQ_FREE,
                                                                      memory_order_acq_rel, memory_order_relaxed))) {
-        msh_vci_unlock(v); /* a waiter retired it meanwhile (retiring takes no VCI lock first) */
+        msh_vci_unlock(v); /* a waiter retired it meanwhile (a persistent one is retired without the VCI lock) */
         return msh_bad_request();
     } else {
         if (MSH_UNLIKELY(r->status.MPI_ERROR != MPI_SUCCESS))
@@ -322,7 +351,10 @@ void msh_req_wait_complete(msh_request *r)
         return;
     msh_sync s;
     msh_sync_init(&s, msh_progress_domain_of(r->vci));
+    msh_vci *v = msh_vci_get(r->vci);
+    msh_vci_lock(v);
     int attached = msh_sync_attach(&s, r);
+    msh_vci_unlock(v);
     if (attached)
         msh_sync_wait(&s, 1);
     msh_sync_finish(&s, attached);
@@ -362,6 +394,7 @@ static void poll_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
 static void wait_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
 {
     msh_sync s;
+    msh_vci *held = NULL;
     int dom = -1, attached = 0, already = 0;
     msh_request *att[64];
     int natt = 0;
@@ -385,19 +418,25 @@ static void wait_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
             dom = msh_progress_domain_of(r->vci);
             msh_sync_init(&s, dom);
         }
+        hold_vci(&held, msh_vci_get(r->vci));
         if (msh_sync_attach(&s, r))
             attv[natt++] = r, attached++;
         else
             already++;
     }
+    release_held(held);
+    held = NULL;
     if (dom >= 0) {
         int needed = mode == MSH_COMPLETE_ALL ? attached : (already ? 0 : 1);
         if (needed > 0)
             msh_sync_wait(&s, needed);
         int claimed = attached;
         if (mode != MSH_COMPLETE_ALL)
-            for (int k = 0; k < natt; k++)
+            for (int k = 0; k < natt; k++) {
+                hold_vci(&held, msh_vci_get(attv[k]->vci));
                 claimed -= msh_sync_detach(&s, attv[k]);
+            }
+        release_held(held);
         msh_sync_finish(&s, claimed);
     }
     if (attv != att)
@@ -847,9 +886,13 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
         msh_sync s;
         msh_sync_init(&s, msh_progress_domain_of(vci));
         int attached = 0;
+        msh_vci *held = NULL;
         for (int i = 0; i < n; i++)
-            if (rv[i] && atomic_load_explicit(&rv[i]->state, memory_order_acquire) == MSH_REQ_PENDING)
+            if (rv[i] && atomic_load_explicit(&rv[i]->state, memory_order_acquire) == MSH_REQ_PENDING) {
+                hold_vci(&held, msh_vci_get(rv[i]->vci));
                 attached += msh_sync_attach(&s, rv[i]);
+            }
+        release_held(held);
         if (attached)
             msh_sync_wait(&s, attached);
         msh_sync_finish(&s, attached);

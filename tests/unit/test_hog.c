@@ -69,6 +69,8 @@ static void wait_one(void)
     atomic_store(&req.state, MSH_REQ_PENDING);
     msh_sync s;
     msh_sync_init(&s, 0);
+    /* No lock stands for the VCI lock here: only this thread's own polls
+     * complete req, after the attach. */
     int attached = msh_sync_attach(&s, &req);
     EXPECT(attached);
     if (attached)

@@ -31,10 +31,11 @@ static int npending;
 static unsigned poll_seed; /* under plock */
 static _Atomic long completions;
 
-/* plock plays the VCI lock: a request is (re)posted and completed under
- * it, so a waiter that sees its request complete cannot repost it while
- * the poller is still claiming it (lock order as in the shim: this lock,
- * then the domain mutex). */
+/* plock plays the VCI lock: a request is (re)posted, attached, detached
+ * and completed under it (attaching and completing are plain loads and
+ * stores that only the lock orders), so a waiter that sees its request
+ * complete cannot repost it while the poller is still claiming it (lock
+ * order as in the shim: this lock, then the domain mutex). */
 static void post(msh_request *r)
 {
     pthread_mutex_lock(&plock);
@@ -79,19 +80,24 @@ static void wait_reqs(msh_request **rs, int m, int all)
     msh_sync s;
     msh_sync_init(&s, 0);
     int attached = 0, already = 0, att[MAXREQ];
+    pthread_mutex_lock(&plock);
     for (int i = 0; i < m; i++) {
         att[i] = msh_sync_attach(&s, rs[i]);
         attached += att[i];
         already += !att[i];
     }
+    pthread_mutex_unlock(&plock);
     int needed = all ? attached : (already ? 0 : 1);
     if (needed > 0)
         msh_sync_wait(&s, needed);
     int claimed = attached;
-    if (!all)
+    if (!all) {
+        pthread_mutex_lock(&plock);
         for (int i = 0; i < m; i++)
             if (att[i])
                 claimed -= msh_sync_detach(&s, rs[i]);
+        pthread_mutex_unlock(&plock);
+    }
     msh_sync_finish(&s, claimed);
 }
 
