@@ -337,6 +337,19 @@ expect_at_post() {
          }' "$2"
 }
 
+# mt_bias_sweep under MPISHIM_STATS=1: the program passed, and on rank 0
+# (the even rank, whose thread 0 earns its VCI's bias and then computes) a
+# VCI lock was both biased and revoked (the lock table after the domains),
+# so the sweep of a quiet owner's VCI was the path tested.
+expect_bias_revoked() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    awk '/^mpishim stats, rank / { r = $4; sub(":", "", r); inlock = 0; next }
+         /^ +lock +biased +revoked/ { inlock = 1; next }
+         inlock && NF == 3 && $1 ~ /^[0-9]+$/ { if (r == 0 && $2 > 0 && $3 > 0) ok = 1; next }
+         { inlock = 0 }
+         END { if (!ok) print "rank 0: no VCI lock both biased and revoked (the case was not exercised)" }' "$2"
+}
+
 # A program whose every communicator a lane carries, under MPISHIM_STATS=1:
 # on every rank the table has the lane's column (the 12th) and it counts
 # each send and receive the runtime counted (sends + recvs), no more, no
@@ -536,6 +549,9 @@ for host in "${hosts[@]}"; do
     # calls queue and never finish at the post, by design.
     run_case "$host mt_at_post np2 STATS: blocking calls finished at the post" expect_at_post \
         env MPISHIM_STATS=1 MPISHIM_SOLO=0 MPISHIM_PROGRESS=global "${launch[@]}" -np 2 "$hb/tests/mpi/mt_at_post"
+    run_case "$host mt_bias_sweep np2 STATS, ucx lane: a quiet owner's bias revoked by a sweep" expect_bias_revoked \
+        env MPISHIM_STATS=1 MPISHIM_SOLO=0 MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 \
+        "${launch[@]}" -np 2 "$hb/tests/mpi/mt_bias_sweep"
     # The solo path with sends and receives of different tags on different
     # routes: MPI_Sendrecv then posts both and waits for each.
     run_case "$host p2p_waitall_error np2 solo, MAP=tag" expect_ok \

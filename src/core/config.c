@@ -89,7 +89,9 @@ static const char *const docs[] = {
     [MSH_CFG_STATS] = "At finalize each rank prints per-VCI counters (sends, receives, collectives, bytes, polls, "
                       "completions, request-cache hits and refills, and `at_post`: blocking calls the host completed "
                       "as they were posted; with a lane open (`MPISHIM_FABRIC`), `lane`: the sends and receives it "
-                      "carried, outside the host) and per-domain progress counters, and warns about requests or "
+                      "carried, outside the host), per-domain progress counters, and per VCI lock how often one "
+                      "thread earned its bias (took it alone long enough to enter it without atomic instructions, "
+                      "docs/design.md) and how often another thread revoked that, and warns about requests or "
                       "communicators left unfreed. Nonblocking calls and persistent inits then take the runtime "
                       "path also while the solo path is on, so that every request is counted.",
     [MSH_CFG_SOLO] = "Solo fast path: while only one thread at a time is inside MPI, its calls go straight to the "

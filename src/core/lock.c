@@ -69,7 +69,10 @@ void msh_block_init(msh_block *b)
     atomic_store_explicit(&b->lock.v, 0, memory_order_relaxed);
     atomic_store_explicit(&b->bias, 0, memory_order_relaxed);
     atomic_store_explicit(&b->bias_in, 0, memory_order_relaxed);
+    atomic_store_explicit(&b->entries, 0, memory_order_relaxed);
     b->by_bias = 0;
+    b->grants = 0;
+    b->revocations = 0;
     b->last = 0;
     b->run = 0;
     b->grant_at = MSH_BLOCK_GRANT;
@@ -89,6 +92,7 @@ static void revoke_bias(msh_block *b)
     if (b->grant_at < MSH_BLOCK_GRANT_MAX)
         b->grant_at *= 2;
     b->last = 0;
+    b->revocations++;
 }
 
 /* A run of takes by one thread earns it the bias. */
@@ -101,6 +105,7 @@ static void count_run(msh_block *b, uintptr_t me)
         b->run = 1;
     } else if (++b->run >= b->grant_at) {
         b->run = 0;
+        b->grants++;
         atomic_store_explicit(&b->bias, me, memory_order_relaxed);
     }
 }
@@ -128,6 +133,6 @@ int msh_block_try_locked(msh_block *b, uintptr_t me)
         msh_lock_give(&b->lock); /* the owner is inside; the bias stays revoked */
         return 0;
     }
-    count_run(b, me);
+    (void)me; /* a helper's take: no run of its own, and the user's run goes on */
     return 1;
 }

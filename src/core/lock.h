@@ -66,10 +66,12 @@ typedef struct msh_block {
     msh_lock lock;
     _Atomic uintptr_t bias;   /* the owner's token, or 0 */
     _Atomic int bias_in;      /* written by the owner only: inside, or trying to enter */
+    _Atomic unsigned entries; /* written by the owner only: its fast entries (wrapping) */
     int by_bias;              /* the holder entered by the fast path (the holder's alone) */
     /* Under lock: the last thread that took it, its run, the run that earns a grant. */
     uintptr_t last;
     unsigned run, grant_at;
+    uint64_t grants, revocations; /* under lock (MPISHIM_STATS) */
 } msh_block;
 
 #define MSH_BLOCK_GRANT 64
@@ -80,7 +82,10 @@ void msh_block_setup(void);
 void msh_block_init(msh_block *b);
 /* Under b->lock, taken by me: revoke another thread's bias and wait until
  * its owner is out, count me's run. The try-lock's form does not wait: 0,
- * with b->lock released, if the owner is inside. */
+ * with b->lock released, if the owner is inside. Nor does it count: the
+ * try-locks are a helper's (a progress sweep, a combining drain), which
+ * must not earn a bias that the VCI's own users would revoke, each time
+ * with a barrier. */
 void msh_block_locked(msh_block *b, uintptr_t me);
 int msh_block_try_locked(msh_block *b, uintptr_t me);
 
@@ -94,6 +99,8 @@ static inline int msh_block_fast(msh_block *b, uintptr_t me)
     atomic_signal_fence(memory_order_seq_cst);
     if (MSH_LIKELY(atomic_load_explicit(&b->bias, memory_order_relaxed) == me)) {
         b->by_bias = 1;
+        atomic_store_explicit(&b->entries, atomic_load_explicit(&b->entries, memory_order_relaxed) + 1,
+                              memory_order_relaxed);
         return 1;
     }
     atomic_store_explicit(&b->bias_in, 0, memory_order_release);
@@ -113,6 +120,24 @@ static inline int msh_block_try(msh_block *b, uintptr_t me)
     if (MSH_LIKELY(msh_block_fast(b, me)))
         return 1;
     return msh_lock_try(&b->lock) && msh_block_try_locked(b, me);
+}
+
+/* For a thread that would only help (a progress sweep): 1 if b is biased
+ * to another thread that entered it since this helper's last look, whose
+ * count of entries *seen keeps. That owner makes its own progress, and
+ * taking the lock would revoke its bias (a membarrier that interrupts
+ * every running thread of the process). An owner seen idle between two
+ * looks is helped: its bias goes, its operations progress. Reads only. */
+static inline int msh_block_owner_busy(const msh_block *b, uintptr_t me, unsigned *seen)
+{
+    uintptr_t o = atomic_load_explicit(&b->bias, memory_order_relaxed);
+    if (o == 0 || o == me)
+        return 0;
+    unsigned e = atomic_load_explicit(&b->entries, memory_order_relaxed);
+    if (e == *seen)
+        return 0;
+    *seen = e;
+    return 1;
 }
 
 static inline void msh_block_give(msh_block *b)

@@ -230,6 +230,13 @@ static void print_stats(int leaked_reqs, int leaked_comms)
         fprintf(f, "  %6d %10llu %10llu %10llu %10llu\n", i, (unsigned long long)s->ownerships,
                 (unsigned long long)s->handoffs, (unsigned long long)s->sleeps, (unsigned long long)s->wakeups);
     }
+    if (!msh_pool.serialized) {
+        fprintf(f, "  %4s %10s %10s\n", "lock", "biased", "revoked");
+        for (int i = 0; i < msh_pool.n; i++) {
+            const msh_block *b = &msh_pool.v[i].own_lock;
+            fprintf(f, "  %4d %10llu %10llu\n", i, (unsigned long long)b->grants, (unsigned long long)b->revocations);
+        }
+    }
     if (msh_sync_hog_periods())
         fprintf(f, "  a thread outside MPI kept a core: waits stopped yielding %llu times (%d ms each)\n",
                 (unsigned long long)msh_sync_hog_periods(), msh_cfg.hog_ms);

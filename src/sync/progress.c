@@ -180,13 +180,19 @@ int msh_progress_poll_lanes(void)
  * the other VCIs that no thread owns, so that none waits for a waiter of
  * its own forever. An owned one is polled by its owner already; polling it
  * here too would take its lock, and its transport's cache lines, from the
- * thread working on it (on 16 cores, 8 threads on 8 lanes lost 15-20% of
- * their rate to sweeps that did). */
+ * thread working on it (NEWS.md, 2026-11-26, has what that cost on 16
+ * cores). So is one whose lock is biased to a thread that has used it
+ * since this sweeper's last look (a thread posting between its waits):
+ * the sweep's lock would also revoke that bias. A VCI whose owner went
+ * quiet is polled at the next sweep. */
+static MSH_TLS unsigned swept_entries[MSH_MAX_VCIS]; /* this sweeper's looks (msh_vci_owner_busy) */
+
 static int sweep_others(int self)
 {
     int n = poll_hook();
     for (int i = 0; i < msh_pool.n; i++)
-        if (i != self && !atomic_load_explicit(&msh_domain_at(i)->owned, memory_order_relaxed))
+        if (i != self && !atomic_load_explicit(&msh_domain_at(i)->owned, memory_order_relaxed) &&
+            !msh_vci_owner_busy(&msh_pool.v[i], &swept_entries[i]))
             n += msh_progress_poll(&msh_pool.v[i], 0);
     return n;
 }

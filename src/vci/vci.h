@@ -126,6 +126,14 @@ static inline int msh_vci_trylock(msh_vci *v)
     return 1;
 }
 
+/* For a progress sweep: whether v's lock is biased to another thread that
+ * used it since this sweeper's last look (*seen, the sweeper's own), so
+ * that the sweep leaves v to it (msh_block_owner_busy). */
+static inline int msh_vci_owner_busy(const msh_vci *v, unsigned *seen)
+{
+    return !v->serial && msh_block_owner_busy(&v->own_lock, (uintptr_t)&msh_vci_self, seen);
+}
+
 static inline int msh_vci_held_by_me(msh_vci *v)
 {
     return atomic_load_explicit(&v->holder, memory_order_relaxed) == &msh_vci_self;
