@@ -39,6 +39,7 @@ static int rank, size, peer, even;
 static MPI_Comm dupc[2];
 static pthread_barrier_t bar;
 static _Atomic int posted, done_b;
+/* test_step (the watchdog's report) is written by one thread per rank. */
 
 static int32_t val(int src, int iter, int tag, int k)
 {
@@ -75,7 +76,8 @@ static void *even_thread(void *arg)
             int32_t left = -1;
             CHECK_MPI(MPI_Irecv(&left, 1, MPI_INT32_T, peer, TAG_LEFT, a, &r));
             atomic_store(&posted, 1);
-            test_step = "even thread 0: computing, the receive on A left behind (no sweep of A?)";
+            test_step = "even rank: thread 0 computes, its receive on A left behind, while thread 1 waits "
+                        "in MPI_Recv on B (no sweep of A?)";
             while (!atomic_load(&done_b))
                 sched_yield();
             CHECK_MPI(MPI_Wait(&r, &st));
@@ -83,7 +85,6 @@ static void *even_thread(void *arg)
         } else {
             while (!atomic_load(&posted))
                 sched_yield();
-            test_step = "even thread 1: MPI_Recv on B while thread 0 computes (no sweep of A?)";
             CHECK_MPI(MPI_Recv(&x, 1, MPI_INT32_T, peer, TAG_B, b, &st));
             check_msg(x, &st, iter, TAG_B, 0);
             atomic_store(&done_b, 1);
