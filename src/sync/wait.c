@@ -115,9 +115,15 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
     atomic_store_explicit(&r->state, MSH_REQ_FREE, memory_order_relaxed);
     int err = r->status.MPI_ERROR;
     msh_status_out(status, &r->status);
-    int own = MSH_UNLIKELY(err != MPI_SUCCESS) && r->q.own_error;
-    MPI_Comm comm = r->q.comm;
-    r->q.own_error = 0;
+    /* The request's second line (q) only with an error: the message
+     * path never touches it. */
+    int own = 0;
+    MPI_Comm comm = MPI_COMM_NULL;
+    if (MSH_UNLIKELY(err != MPI_SUCCESS) && r->q.own_error) {
+        r->q.own_error = 0;
+        own = 1;
+        comm = r->q.comm;
+    }
     msh_vci_req_put(*held, r);
     *handle = MPI_REQUEST_NULL;
     if (MSH_UNLIKELY(own) && !rs->done) {
