@@ -42,11 +42,17 @@ typedef struct {
     int done;
 } raise_state;
 
-static void raise_own(raise_state *rs, MPI_Comm comm, int err)
+/* A transport's own error: the retiring call raises it, first releasing
+ * the VCI it holds (*held), since the handler may call MPI. */
+static void raise_own(raise_state *rs, msh_vci **held, MPI_Comm comm, int err)
 {
     if (rs->done)
         return;
     rs->done = 1;
+    if (*held) {
+        msh_vci_unlock(*held);
+        *held = NULL;
+    }
 #if defined(MPICH)
     if (rs->by != MSH_RAISE_COMM) {
         comm = MPI_COMM_WORLD;
@@ -89,14 +95,8 @@ static int retire_persistent(msh_request *r, MPI_Status *status, msh_vci **held,
     int err = r->status.MPI_ERROR;
     msh_status_out(status, &r->status);
     if (MSH_UNLIKELY(err != MPI_SUCCESS) && r->q.own_error) {
-        /* A transport's own error: this call raises it, with no lock held
-         * (the handler may call MPI). */
         r->q.own_error = 0;
-        if (*held && !rs->done) {
-            msh_vci_unlock(*held);
-            *held = NULL;
-        }
-        raise_own(rs, r->q.comm, err);
+        raise_own(rs, held, r->q.comm, err);
     }
     return err;
 }
@@ -126,13 +126,8 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
     }
     msh_vci_req_put(*held, r);
     *handle = MPI_REQUEST_NULL;
-    if (MSH_UNLIKELY(own) && !rs->done) {
-        /* A transport's own error: this call raises it, with no lock held
-         * (the handler may call MPI). */
-        msh_vci_unlock(*held);
-        *held = NULL;
-        raise_own(rs, comm, err);
-    }
+    if (MSH_UNLIKELY(own))
+        raise_own(rs, held, comm, err);
     return err;
 }
 
