@@ -82,7 +82,7 @@ static int now_adopt(msh_vci *v, MPI_Request h, int kind, int peer, int tag, MPI
     r->host = h;
     v->st.bytes += bytes;
     msh_watchdog_note(r, peer, tag, comm);
-    return msh_post_commit(v, r, kind, MPI_SUCCESS, req);
+    return msh_post_commit(v, r, kind, MPI_SUCCESS, NULL, req);
 }
 
 /* MPISHIM_STATS=1: count a call finished at the post. */
@@ -130,13 +130,14 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, rt.comm);
     m.rec = route_rec(mc, comm, rt.comm);
-    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
+    msh_tp_posted p;
+    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, r, &r->host, &p);
     int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
     if (msh_cfg.stats && rc == MPI_SUCCESS)
         rt.vci->st.bytes += msh_payload_bytes(count, dt);
     r->procnull = dest == MPI_PROC_NULL;
     msh_watchdog_note(r, dest, tag, comm);
-    rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, req);
+    rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PSEND : MSH_KIND_SEND, rc, persistent ? NULL : &p, req);
     return raise ? msh_comm_error(comm, rc) : rc;
 }
 
@@ -197,11 +198,12 @@ int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, i
     }
     msh_tp_msg m = msh_tp_msg_of(MSH_TP_RECV, buf, count, dt, source, tag, rt.comm);
     m.rec = route_rec(mc, comm, rt.comm);
-    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, &r->host);
+    msh_tp_posted p;
+    rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, r, &r->host, &p);
     int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
     r->procnull = source == MPI_PROC_NULL;
     msh_watchdog_note(r, source, tag, comm);
-    rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, req);
+    rc = msh_post_commit(rt.vci, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, persistent ? NULL : &p, req);
     return raise ? msh_comm_error(comm, rc) : rc;
 }
 
@@ -221,8 +223,9 @@ int msh_post_matched(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *m
     msh_request *r = msh_post_begin(v);
     if (!r)
         return msh_comm_error(MPI_COMM_WORLD, MPI_ERR_NO_MEM);
-    int rc = msh_tp_post_matched(v->tp, buf, count, dt, message, &r->host);
-    return msh_post_commit(v, r, MSH_KIND_RECV, rc, req);
+    msh_tp_posted p;
+    int rc = msh_tp_post_matched(v->tp, buf, count, dt, message, r, &r->host, &p);
+    return msh_post_commit(v, r, MSH_KIND_RECV, rc, &p, req);
 }
 
 /* ------------------------------------------------------------ probes */

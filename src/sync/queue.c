@@ -139,13 +139,15 @@ void msh_queue_drain(msh_vci *v)
             .buf = r->q.buf, .count = r->q.count, .dt = r->q.dt, .peer = r->q.peer, .tag = r->q.tag,
             .comm = r->q.comm, .mode = r->q.recv ? MSH_TP_RECV : r->q.ssend ? MSH_TP_SSEND : MSH_TP_SEND,
         };
-        int rc = msh_tp_post(v->tp, &m, &r->host);
-        msh_tp_done d;
-        int done = rc == MPI_SUCCESS && msh_tp_done_at_post(v->tp, &r->host, &d);
-        if (!done && rc == MPI_SUCCESS && msh_vci_pending_add(v, r) != MPI_SUCCESS) {
+        msh_tp_posted p;
+        int rc = msh_tp_post(v->tp, &m, r, &r->host, &p);
+        int done = rc == MPI_SUCCESS && p.how == MSH_TP_DONE;
+        if (rc == MPI_SUCCESS && p.how == MSH_TP_HELD) {
             /* Posted but cannot be tracked: let the transport finish it. */
             msh_tp_release(v->tp, &r->host);
             rc = MPI_ERR_NO_MEM;
+        } else if (rc == MPI_SUCCESS && !done) {
+            msh_progress_wake();
         }
         if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
             if (msh_tp_take_unraised(v->tp) && !r->freed)
@@ -161,12 +163,12 @@ void msh_queue_drain(msh_vci *v)
                 v->st.bytes += msh_payload_bytes(r->q.count, r->q.dt);
         }
         if (done) { /* finished inside its post: nothing to track */
-            r->status = d.status;
+            r->status = p.d.status;
             v->st.completions++;
             if (r->freed) {
                 msh_vci_req_put(v, r);
             } else {
-                msh_req_keep_error(r, &d);
+                msh_req_keep_error(r, &p.d);
                 msh_progress_complete(r);
             }
         }

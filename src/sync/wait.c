@@ -142,7 +142,7 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
 
 /* ------------------------------------------------------------ posting */
 
-int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle)
+int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle)
 {
     if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
         msh_vci_req_put(v, r);
@@ -157,18 +157,17 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
         *handle = msh_req_handle(r);
         return MPI_SUCCESS;
     }
-    msh_tp_done d;
-    if (msh_tp_done_at_post(v->tp, &r->host, &d)) {
+    msh_tp_how how = p ? p->how : msh_tp_track(v->tp, r, r->host) == MPI_SUCCESS ? MSH_TP_TRACKED : MSH_TP_HELD;
+    if (how == MSH_TP_DONE) {
         /* Finished inside its post: nothing to track or poll. */
-        r->status = d.status;
-        msh_req_keep_error(r, &d);
+        r->status = p->d.status;
+        msh_req_keep_error(r, &p->d);
         msh_req_complete_here(r);
         v->st.completions++;
     } else {
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
-        rc = msh_vci_pending_add(v, r);
         msh_watchdog_posted(r);
-        if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
+        if (MSH_UNLIKELY(how == MSH_TP_HELD)) {
             /* Cannot track it: finish it here rather than lose it. */
             msh_vci_unlock(v);
             r->status.MPI_ERROR = msh_tp_wait(v->tp, &r->host, &r->status);
@@ -176,6 +175,7 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *h
             *handle = msh_req_handle(r);
             return MPI_SUCCESS;
         }
+        msh_progress_wake();
     }
     if (kind == MSH_KIND_SEND)
         v->st.sends++;
@@ -212,7 +212,7 @@ int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
     }
     r->host = hreq;
     MPI_Request h;
-    msh_post_commit(v, r, MSH_KIND_COLL, MPI_SUCCESS, &h);
+    msh_post_commit(v, r, MSH_KIND_COLL, MPI_SUCCESS, NULL, &h);
     msh_req_wait_complete(r);
     return msh_req_retire(r, &h, status, MSH_RAISE_COMM);
 }

@@ -76,8 +76,10 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
 /* ------------------------------------------------------------ posting */
 
 /* Post helpers used by the point-to-point and collective wrappers: lock the
- * VCI and get a request; then either commit (the host request was posted)
- * or abort (the host call failed). */
+ * VCI and get a request; then commit what the post did (rc: its result; p:
+ * what msh_tp_post or msh_tp_post_matched did with the operation, NULL for
+ * a persistent one, or a host request the caller made, which commit
+ * tracks). Commit unlocks the VCI. */
 static inline msh_request *msh_post_begin(msh_vci *v)
 {
     msh_vci_lock(v);
@@ -89,7 +91,7 @@ static inline msh_request *msh_post_begin(msh_vci *v)
     return r;
 }
 
-int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, MPI_Request *handle);
+int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle);
 
 /* Wait for a host request the shim just made (a collective or other
  * nonblocking host call), sync-object style. Used by the generated

@@ -978,7 +978,8 @@ static fab_comm *carried(const msh_tp_msg *m)
 }
 
 /* A fabric request for m on fc: made inactive (persistent), or issued. */
-static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
+                   fab_req **made)
 {
     if (f->closed)
         return MPI_ERR_OTHER;
@@ -994,6 +995,7 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
         return rc;
     }
     *treq = enc(r->b.slot);
+    *made = r;
     return MPI_SUCCESS;
 }
 
@@ -1018,17 +1020,27 @@ static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req
     return 1;
 }
 
-static int fab_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+static void set_tracked(fab_tp *f);
+
+static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     fab_tp *f = fab_of(tp);
     fab_comm *fc = carried(m);
-    if (!fc)
-        return msh_tp_post(f->host, m, treq);
-    int rc = msh_lane_check(m, fc);
+    int rc;
+    if (!fc) {
+        rc = msh_tp_post(f->host, m, ctx, treq, p);
+        set_tracked(f);
+        return rc;
+    }
+    fab_req *r = NULL;
+    rc = msh_lane_check(m, fc);
     if (rc == MPI_SUCCESS && !send_at_once(f, fc, m, treq))
-        rc = new_req(f, fc, m, 0, treq);
-    if (rc == MPI_SUCCESS)
+        rc = new_req(f, fc, m, 0, treq, &r);
+    if (rc == MPI_SUCCESS) {
         tp->carried++;
+        msh_lane_post_track(&f->q, r ? &r->b : NULL, ctx, treq, p);
+        set_tracked(f);
+    }
     return msh_lane_posted(tp, rc);
 }
 
@@ -1038,8 +1050,9 @@ static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     fab_comm *fc = carried(m);
     if (!fc)
         return msh_tp_init(f->host, m, treq);
+    fab_req *r;
     int rc = msh_lane_check(m, fc);
-    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, fc, m, 1, treq) : rc);
+    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, fc, m, 1, treq, &r) : rc);
 }
 
 static int fab_start(msh_tp *tp, msh_tp_req *treq)
@@ -1235,14 +1248,13 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
 }
 
 /* Receive a message a matched probe on this VCI claimed. */
-static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                            msh_tp_req *treq)
+/* The lane's receive of the message that the request in slot claimed. */
+static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count, MPI_Datatype dt,
+                        MPI_Message *message, msh_tp_req *treq, fab_req **made)
 {
-    fab_tp *f = fab_of(tp);
-    int vci, slot;
-    if (!msg_dec(*message, &vci, &slot))
-        return msh_tp_post_matched(f->host, buf, count, dt, message, treq);
+    msh_tp *tp = &f->base;
     fab_req *r = vci == tp->idx && slot < f->q.nslots ? (fab_req *)f->q.slots[slot] : NULL;
+    *made = r;
     if (!r || r->op != OP_PROBE)
         return MPI_ERR_REQUEST;
     tp->carried++;
@@ -1285,6 +1297,19 @@ static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype
     return MPI_SUCCESS;
 }
 
+static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
+                            void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+{
+    fab_tp *f = fab_of(tp);
+    int vci, slot, rc;
+    fab_req *r;
+    if (!msg_dec(*message, &vci, &slot))
+        rc = msh_tp_post_matched(f->host, buf, count, dt, message, ctx, treq, p);
+    else if ((rc = recv_claimed(f, vci, slot, buf, count, dt, message, treq, &r)) == MPI_SUCCESS)
+        msh_lane_post_track(&f->q, &r->b, ctx, treq, p);
+    set_tracked(f);
+    return rc;
+}
 
 static int fab_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
 {
@@ -1309,13 +1334,6 @@ static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     set_tracked(f);
     *flag = !r->b.active;
     return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
-}
-
-static int fab_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, *treq);
-    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, d);
 }
 
 static int fab_release(msh_tp *tp, msh_tp_req *treq)
@@ -1369,7 +1387,6 @@ static const msh_tp_ops fab_ops = {
     .post_matched = fab_post_matched,
     .wait = fab_wait,
     .test = fab_test,
-    .done_at_post = fab_done_at_post,
     .release = fab_release,
     .close = fab_close,
     .mark_comms = fab_mark_comms,

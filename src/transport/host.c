@@ -80,10 +80,21 @@ int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq)
     }
 }
 
-static int host_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+static int host_track(msh_tp *tp, void *ctx, msh_tp_req treq);
+
+/* A host request is never known done without a test of its own: every
+ * posted one is tracked (p->how TRACKED, or HELD without memory). */
+static int tracked(msh_tp *tp, int rc, void *ctx, msh_tp_req treq, msh_tp_posted *p)
 {
-    (void)tp;
-    return msh_tp_host_post(m, 0, treq);
+    if (rc == MPI_SUCCESS)
+        p->how = host_track(tp, ctx, treq) == MPI_SUCCESS ? MSH_TP_TRACKED : MSH_TP_HELD;
+    return rc;
+}
+
+static int host_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+{
+    int rc = msh_tp_host_post(m, 0, treq);
+    return tracked(tp, rc, ctx, *treq, p);
 }
 
 static int host_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
@@ -225,14 +236,16 @@ static int host_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag,
 }
 
 static int host_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                             msh_tp_req *treq)
+                             void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
-    (void)tp;
+    int rc;
 #if MPI_VERSION >= 4
     if (count > INT_MAX)
-        return PMPI_Imrecv_c(buf, count, dt, message, treq);
+        rc = PMPI_Imrecv_c(buf, count, dt, message, treq);
+    else
 #endif
-    return PMPI_Imrecv(buf, (int)count, dt, message, treq);
+        rc = PMPI_Imrecv(buf, (int)count, dt, message, treq);
+    return tracked(tp, rc, ctx, *treq, p);
 }
 
 static int host_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)

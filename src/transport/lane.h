@@ -414,24 +414,30 @@ static inline int msh_lane_posted(msh_tp *tp, int rc)
 }
 
 /* The word of a send that finished inside its post without a request of
- * the lane's (a short message): only done_at_post reads it. */
+ * the lane's (a short message): only msh_lane_post_track reads it. */
 #define MSH_LANE_DONE msh_lane_enc(MSH_LANE_SLOT_MAX - 1)
 
-/* done_at_post (transport.h) for the lane's request r (NULL: not the
- * lane's): its result, and r freed, if it finished and nobody tracks it. */
-static inline int msh_lane_done_at_post(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq, msh_tp_done *d)
+/* What a post (transport.h) does once the lane posted r (NULL: a send that
+ * went without a request, or the host's) with word *treq: a finished one's
+ * result is taken into p and r freed; one in flight is tracked with ctx. A
+ * non-persistent r just posted is either, so this never fails. */
+static inline void msh_lane_post_track(msh_lane_q *q, msh_lane_req *r, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     if (*treq == MSH_LANE_DONE) {
-        memset(&d->status, 0, sizeof d->status); /* what the lane's finished sends report */
-        d->own_error = 0;
+        memset(&p->d.status, 0, sizeof p->d.status); /* what the lane's finished sends report */
+        p->d.own_error = 0;
         *treq = MPI_REQUEST_NULL;
-        return 1;
+        p->how = MSH_TP_DONE;
+    } else if (!r->active) {
+        p->d.raise_on = r->comm;
+        p->d.own_error = msh_lane_take(q, r, treq, &p->d.status) != MPI_SUCCESS;
+        p->how = MSH_TP_DONE;
+    } else {
+        r->ctx = ctx;
+        r->tracked = 1;
+        q->ntracked++;
+        p->how = MSH_TP_TRACKED;
     }
-    if (!r || r->active || r->persistent || r->tracked)
-        return 0;
-    d->raise_on = r->comm;
-    d->own_error = msh_lane_take(q, r, treq, &d->status) != MPI_SUCCESS;
-    return 1;
 }
 /* Let go of r: dropped when it finishes if active, else freed now. */
 void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq);

@@ -2,10 +2,9 @@
  *
  * Each VCI owns one transport instance. The engine above (the sync layer:
  * posting, progress, waits) talks to it through this interface only: post a
- * send or a receive, make and start a persistent one, track a posted
- * operation, poll completions into the engine, cancel, probe, receive a
- * probed message, wait, test, tell an operation done at its post, release,
- * close. A transport never calls up: completions are returned by poll, the
+ * send or a receive (and track it), make and start a persistent one, track
+ * a started one, poll completions into the engine, cancel, probe, receive a
+ * probed message, wait, test, release, close. A transport never calls up: completions are returned by poll, the
  * way a completion queue is read, each with the context the engine gave to
  * track (its own request).
  *
@@ -79,12 +78,29 @@ typedef struct msh_tp_done {
 
 struct msh_tp;
 
+/* What a post did with its operation (msh_tp_posted.how). */
+typedef enum {
+    MSH_TP_TRACKED = 0, /* in flight: its completion comes through poll, with the context given */
+    MSH_TP_DONE,        /* finished inside the post (short sends, receives of messages already
+                         * there, on a lane): d holds its completion, treq is MPI_REQUEST_NULL */
+    MSH_TP_HELD,        /* in flight, but the transport could not track it (no memory): the
+                         * caller's to wait for or release */
+} msh_tp_how;
+
+typedef struct msh_tp_posted {
+    msh_tp_how how;
+    msh_tp_done d; /* MSH_TP_DONE: ctx and treq unused */
+} msh_tp_posted;
+
 typedef struct msh_tp_ops {
     const char *name;
-    /* Post a nonblocking send or receive; *treq gets its request. The
-     * engine asks done_at_post next, which alone may know the word (a
-     * send finished at once may have no request behind it). */
-    int (*post)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
+    /* Post a nonblocking send or receive; *treq gets its request, which is
+     * tracked with ctx at once unless the operation finished inside the
+     * post (p says which). One call for what every nonblocking operation
+     * needs: a lane knows at no cost whether the request it just made
+     * finished, where a separate question would find it by its word again
+     * (the host's answer would cost a test: it tracks every request). */
+    int (*post)(struct msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p);
     /* Make a persistent send or receive (inactive), and start one. */
     int (*init)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
     int (*start)(struct msh_tp *tp, msh_tp_req *treq);
@@ -100,22 +116,15 @@ typedef struct msh_tp_ops {
     int (*cancel)(struct msh_tp *tp, msh_tp_req *treq);
     /* A nonblocking probe for a message from source with tag on comm
      * (wildcards allowed); with message not NULL a matched probe, whose
-     * message handle only this transport's post_matched receives. The
-     * status is filled when *flag is set. */
+     * message handle only this transport's post_matched receives (posted
+     * and tracked as post does). The status is filled when *flag is set. */
     int (*probe)(struct msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                  MPI_Status *status);
     int (*post_matched)(struct msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                        msh_tp_req *treq);
+                        void *ctx, msh_tp_req *treq, msh_tp_posted *p);
     /* Finish an operation that is not tracked (blocking), or test it. */
     int (*wait)(struct msh_tp *tp, msh_tp_req *treq, MPI_Status *status);
     int (*test)(struct msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *status);
-    /* Whether the nonblocking operation just posted (not tracked) finished
-     * inside its post, as short sends and receives of messages already
-     * there do on a lane: then *treq is MPI_REQUEST_NULL, *d holds its
-     * completion (ctx and treq unused) and the engine completes it without
-     * tracking. NULL for a transport that would need a call of its own to
-     * know (the host: one more test per message). */
-    int (*done_at_post)(struct msh_tp *tp, msh_tp_req *treq, msh_tp_done *d);
     /* Let go of a request: an inactive persistent one is freed; an active
      * one that is not tracked completes on its own. */
     int (*release)(struct msh_tp *tp, msh_tp_req *treq);
@@ -202,9 +211,9 @@ int msh_tp_host_post(const msh_tp_msg *m, int persistent, msh_tp_req *treq);
  * them (before MPI 4.0), which has no large-count calls to forward. */
 int msh_tp_host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq);
 
-static inline int msh_tp_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+static inline int msh_tp_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
-    return tp->ops->post(tp, m, treq);
+    return tp->ops->post(tp, m, ctx, treq, p);
 }
 static inline int msh_tp_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
@@ -221,18 +230,14 @@ static inline int msh_tp_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, i
     return tp->ops->probe(tp, source, tag, comm, flag, message, status);
 }
 static inline int msh_tp_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                                      msh_tp_req *treq)
+                                      void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
-    return tp->ops->post_matched(tp, buf, count, dt, message, treq);
+    return tp->ops->post_matched(tp, buf, count, dt, message, ctx, treq, p);
 }
 static inline int msh_tp_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st) { return tp->ops->wait(tp, treq, st); }
 static inline int msh_tp_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
 {
     return tp->ops->test(tp, treq, flag, st);
-}
-static inline int msh_tp_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
-{
-    return tp->ops->done_at_post && tp->ops->done_at_post(tp, treq, d);
 }
 static inline int msh_tp_release(msh_tp *tp, msh_tp_req *treq) { return tp->ops->release(tp, treq); }
 static inline void msh_tp_close(msh_tp *tp) { tp->ops->close(tp); }

@@ -442,7 +442,8 @@ static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m
     r->b.comm = lc->comm;
 }
 
-static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq)
+static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
+                   ux_req **made)
 {
     if (f->closed)
         return MPI_ERR_OTHER;
@@ -457,6 +458,7 @@ static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persist
         return rc;
     }
     *treq = msh_lane_enc(r->b.slot);
+    *made = r;
     return MPI_SUCCESS;
 }
 
@@ -488,17 +490,27 @@ static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp
     return 1;
 }
 
-static int ux_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+static void set_tracked(ux_tp *f);
+
+static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     ux_tp *f = ux_of(tp);
     msh_lane_comm *lc = carried(m);
-    if (!lc)
-        return msh_tp_post(f->host, m, treq);
-    int rc = msh_lane_check(m, lc);
+    int rc;
+    if (!lc) {
+        rc = msh_tp_post(f->host, m, ctx, treq, p);
+        set_tracked(f);
+        return rc;
+    }
+    ux_req *r = NULL;
+    rc = msh_lane_check(m, lc);
     if (rc == MPI_SUCCESS && !send_at_once(f, lc, m, treq))
-        rc = new_req(f, lc, m, 0, treq);
-    if (rc == MPI_SUCCESS)
+        rc = new_req(f, lc, m, 0, treq, &r);
+    if (rc == MPI_SUCCESS) {
         tp->carried++;
+        msh_lane_post_track(&f->q, r ? &r->b : NULL, ctx, treq, p);
+        set_tracked(f);
+    }
     return msh_lane_posted(tp, rc);
 }
 
@@ -508,8 +520,9 @@ static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     msh_lane_comm *lc = carried(m);
     if (!lc)
         return msh_tp_init(f->host, m, treq);
+    ux_req *r;
     int rc = msh_lane_check(m, lc);
-    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, lc, m, 1, treq) : rc);
+    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, lc, m, 1, treq, &r) : rc);
 }
 
 static int ux_start(msh_tp *tp, msh_tp_req *treq)
@@ -631,12 +644,15 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
 }
 
 static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                           msh_tp_req *treq)
+                           void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     ux_tp *f = ux_of(tp);
     int vci, slot;
-    if (!msh_lane_msg_dec(*message, &vci, &slot))
-        return msh_tp_post_matched(f->host, buf, count, dt, message, treq);
+    if (!msh_lane_msg_dec(*message, &vci, &slot)) {
+        int rc = msh_tp_post_matched(f->host, buf, count, dt, message, ctx, treq, p);
+        set_tracked(f);
+        return rc;
+    }
     ux_req *r = vci == tp->idx && slot < f->q.nslots ? (ux_req *)f->q.slots[slot] : NULL;
     if (!r || r->op != OP_PROBE || !r->msg)
         return MPI_ERR_REQUEST;
@@ -651,6 +667,8 @@ static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype 
         return rc;
     *message = MPI_MESSAGE_NULL;
     *treq = msh_lane_enc(r->b.slot);
+    msh_lane_post_track(&f->q, &r->b, ctx, treq, p);
+    set_tracked(f);
     return MPI_SUCCESS;
 }
 
@@ -677,13 +695,6 @@ static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
     set_tracked(f);
     *flag = !r->b.active;
     return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
-}
-
-static int ux_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, *treq);
-    return msh_lane_done_at_post(&f->q, r ? &r->b : NULL, treq, d);
 }
 
 static int ux_release(msh_tp *tp, msh_tp_req *treq)
@@ -742,7 +753,6 @@ static const msh_tp_ops ux_ops = {
     .post_matched = ux_post_matched,
     .wait = ux_wait,
     .test = ux_test,
-    .done_at_post = ux_done_at_post,
     .release = ux_release,
     .close = ux_close,
     .mark_comms = ux_mark_comms,

@@ -1,7 +1,7 @@
 /* Unit test of the engine against the transport interface
  * (src/transport/transport.h), without MPI: every VCI gets a fake
  * transport whose poll completes a random subset of what it tracks (and
- * some posts finish inside the call: done_at_post), and many threads post,
+ * some posts finish inside the call, MSH_TP_DONE), and many threads post,
  * wait, free, and run persistent requests through the engine
  * (msh_post_begin/commit, msh_req_wait_complete, msh_req_retire,
  * msh_req_start, msh_req_free, progress polling). Checks: every wait ends
@@ -37,7 +37,6 @@
 
 typedef struct fake_op {
     int used, persistent, active, tracked, cancelled;
-    int at_post; /* finished inside its post, for done_at_post */
     int peer, tag;
 } fake_op;
 
@@ -92,31 +91,30 @@ static void drop_op(fake_op *o)
     atomic_fetch_sub(&live_ops, 1);
 }
 
+static int fake_track(msh_tp *tp, void *ctx, msh_tp_req treq);
+
 /* About a quarter of the posts finish inside the call, as a lane's short
- * sends do: the engine must ask done_at_post and complete them there. */
-static int fake_post(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
+ * sends do: the engine must complete them there, from what the post
+ * reported; the others are tracked. */
+static int fake_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     fake_tp *f = fake_of(tp);
     int rc = new_op(f, m, 0, treq);
-    if (rc == MPI_SUCCESS && rand_r(&f->seed) % 4 == 0) {
+    if (rc != MPI_SUCCESS)
+        return rc;
+    if (rand_r(&f->seed) % 4 == 0) {
         fake_op *o = op_of(f, *treq);
-        o->active = 0;
-        o->at_post = 1;
+        memset(&p->d, 0, sizeof p->d);
+        p->d.status.MPI_SOURCE = o->peer;
+        p->d.status.MPI_TAG = o->tag;
+        drop_op(o);
+        *treq = MPI_REQUEST_NULL;
+        p->how = MSH_TP_DONE;
+        return MPI_SUCCESS;
     }
+    rc = fake_track(tp, ctx, *treq);
+    p->how = MSH_TP_TRACKED;
     return rc;
-}
-
-static int fake_done_at_post(msh_tp *tp, msh_tp_req *treq, msh_tp_done *d)
-{
-    fake_op *o = op_of(fake_of(tp), *treq);
-    if (!o || !o->at_post)
-        return 0;
-    memset(d, 0, sizeof *d);
-    d->status.MPI_SOURCE = o->peer;
-    d->status.MPI_TAG = o->tag;
-    drop_op(o);
-    *treq = MPI_REQUEST_NULL;
-    return 1;
 }
 
 static int fake_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
@@ -222,9 +220,9 @@ static int fake_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag,
 }
 
 static int fake_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                             msh_tp_req *treq)
+                             void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
-    (void)tp, (void)buf, (void)count, (void)dt, (void)message, (void)treq;
+    (void)tp, (void)buf, (void)count, (void)dt, (void)message, (void)ctx, (void)treq, (void)p;
     atomic_fetch_add(&misuses, 1);
     return MPI_ERR_OTHER;
 }
@@ -258,7 +256,7 @@ static const msh_tp_ops fake_ops = {
     .name = "fake", .post = fake_post, .init = fake_init, .start = fake_start, .track = fake_track,
     .poll = fake_poll, .tracked = fake_tracked, .cancel = fake_cancel, .probe = fake_probe,
     .post_matched = fake_post_matched, .wait = fake_wait, .test = fake_test,
-    .done_at_post = fake_done_at_post, .release = fake_release, .close = fake_close,
+    .release = fake_release, .close = fake_close,
 };
 
 /* ------------------------------------------------------------ threads */
@@ -274,8 +272,10 @@ static msh_request *post(msh_vci *v, int persistent, int peer, int tag, MPI_Requ
     if (!r)
         return NULL;
     msh_tp_msg m = { .peer = peer, .tag = tag, .mode = MSH_TP_RECV };
-    int rc = persistent ? msh_tp_init(v->tp, &m, &r->host) : msh_tp_post(v->tp, &m, &r->host);
-    EXPECT(msh_post_commit(v, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, h) == MPI_SUCCESS);
+    msh_tp_posted p;
+    int rc = persistent ? msh_tp_init(v->tp, &m, &r->host) : msh_tp_post(v->tp, &m, r, &r->host, &p);
+    EXPECT(msh_post_commit(v, r, persistent ? MSH_KIND_PRECV : MSH_KIND_RECV, rc, persistent ? NULL : &p, h) ==
+           MPI_SUCCESS);
     return r;
 }
 
