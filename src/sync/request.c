@@ -41,8 +41,16 @@ int msh_req_arena_init(void)
 #endif
     msh_reqs.base = p;
     msh_reqs.capacity = MSH_REQ_MAX;
-    /* Index 0 is never handed out: no code is 0 in its index bits. */
-    atomic_store_explicit(&msh_reqs.bumped, 1, memory_order_relaxed);
+    /* Index 0 is never handed out: no code is 0 in its index bits. Index
+     * 1 is the finished sends' request (MSH_REQ_SENT_IDX). */
+    msh_request *sent = &msh_reqs.base[MSH_REQ_SENT_IDX];
+    sent->idx = MSH_REQ_SENT_IDX;
+    sent->kind = MSH_KIND_SEND;
+    sent->vci = 0;
+    sent->host = MPI_REQUEST_NULL;
+    atomic_store_explicit(&sent->gen, 1, memory_order_relaxed);
+    msh_req_complete_here(sent); /* status zeroed by mmap */
+    atomic_store_explicit(&msh_reqs.bumped, MSH_REQ_SENT_IDX + 1, memory_order_relaxed);
     return 0;
 }
 
@@ -134,6 +142,14 @@ msh_request *msh_vci_req_get(msh_vci *v)
     r->procnull = 0;
     atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
     return r;
+}
+
+void msh_vci_req_unget(msh_vci *v, msh_request *r)
+{
+    msh_req_poison(r);
+    r->next = v->cache;
+    v->cache = r;
+    v->ncache++;
 }
 
 void msh_vci_req_put(msh_vci *v, msh_request *r)

@@ -132,6 +132,27 @@ static inline MPI_Request msh_req_handle(const msh_request *r)
 #endif
 }
 
+/* The request behind every handle of a send that its transport finished
+ * inside the post (a lane's short sends): arena slot MSH_REQ_SENT_IDX,
+ * complete from the start, with an empty status (all fields zero), and
+ * never retired, freed or cancelled (retire_held, msh_req_free and
+ * msh_req_cancel leave it alone), so that such a send needs no request of
+ * its own, nor its retirement; the hosts do the same for a send done at the
+ * call (Open MPI 4.1 and MPICH 4.0 return one shared completed request).
+ * The status of a completed send tells only that it was not cancelled. */
+#define MSH_REQ_SENT_IDX 1u
+
+static inline int msh_req_is_sent(const msh_request *r)
+{
+    return r->idx == MSH_REQ_SENT_IDX;
+}
+
+/* The handle of every send finished inside its post (MSH_REQ_SENT_IDX). */
+static inline MPI_Request msh_req_sent_handle(void)
+{
+    return msh_req_handle(&msh_reqs.base[MSH_REQ_SENT_IDX]);
+}
+
 /* Whether h lies in the shim's handle range; its code then. */
 static inline int msh_req_code(MPI_Request h, uint32_t *code)
 {
@@ -276,6 +297,9 @@ void msh_req_pool_give(msh_request *chain, int n);
 msh_request *msh_vci_req_get(struct msh_vci *v);
 /* Under the VCI lock: give a request back to the cache. */
 void msh_vci_req_put(struct msh_vci *v, msh_request *r);
+/* Under the VCI lock: give back a request msh_vci_req_get just gave, whose
+ * handle never reached the program (no new generation needed). */
+void msh_vci_req_unget(struct msh_vci *v, msh_request *r);
 
 
 /* ------------------------------------------------------------ per-kind operations */

@@ -109,6 +109,11 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
 {
     if (r->persistent)
         return retire_persistent(r, status, held, rs);
+    if (MSH_UNLIKELY(msh_req_is_sent(r))) { /* shared: nothing to give back */
+        msh_status_out(status, &r->status);
+        *handle = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
     hold_vci(held, msh_vci_get(r->vci));
     if (MSH_UNLIKELY(atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_COMPLETE))
         return msh_bad_request();
@@ -158,6 +163,16 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_p
         return MPI_SUCCESS;
     }
     msh_tp_how how = p ? p->how : msh_tp_track(v->tp, r, r->host) == MPI_SUCCESS ? MSH_TP_TRACKED : MSH_TP_HELD;
+    if (how == MSH_TP_DONE && kind == MSH_KIND_SEND && !p->d.own_error) {
+        /* A send finished inside its post: the shared request stands for
+         * it (MSH_REQ_SENT_IDX), nothing to retire later. */
+        msh_vci_req_unget(v, r);
+        v->st.completions++;
+        v->st.sends++;
+        msh_vci_unlock(v);
+        *handle = msh_req_sent_handle();
+        return MPI_SUCCESS;
+    }
     if (how == MSH_TP_DONE) {
         /* Finished inside its post: nothing to track or poll. */
         r->status = p->d.status;
@@ -258,6 +273,10 @@ int msh_req_start(msh_request *r)
 
 int msh_req_free(msh_request *r, MPI_Request *handle)
 {
+    if (MSH_UNLIKELY(msh_req_is_sent(r))) {
+        *handle = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     int st = atomic_load_explicit(&r->state, memory_order_relaxed);
@@ -286,6 +305,8 @@ int msh_req_free(msh_request *r, MPI_Request *handle)
 
 int msh_req_cancel(msh_request *r)
 {
+    if (MSH_UNLIKELY(msh_req_is_sent(r)))
+        return MPI_SUCCESS; /* done: a cancel has no effect */
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     if (msh_queue_nonempty(v)) /* r may still be queued: no host request yet */

@@ -89,7 +89,11 @@ typedef enum {
 
 typedef struct msh_tp_posted {
     msh_tp_how how;
-    msh_tp_done d; /* MSH_TP_DONE: ctx and treq unused */
+    /* MSH_TP_DONE: ctx and treq unused; own_error is set exactly when
+     * status carries an error (one found inside the post is the
+     * transport's own), so that the engine need not read the status of a
+     * send that went. */
+    msh_tp_done d;
 } msh_tp_posted;
 
 typedef struct msh_tp_ops {

@@ -509,7 +509,8 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
     if (rc == MPI_SUCCESS) {
         tp->carried++;
         msh_lane_post_track(&f->q, r ? &r->b : NULL, ctx, treq, p);
-        set_tracked(f);
+        if (p->how == MSH_TP_TRACKED)
+            set_tracked(f);
     }
     return msh_lane_posted(tp, rc);
 }

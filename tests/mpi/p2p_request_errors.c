@@ -135,10 +135,13 @@ static void persistent_misuse(void)
 }
 
 #if defined(MPICH)
-/* MPICH: kind-0 handles are invalid for the host, and the shim's own. */
+/* MPICH: kind-0 handles are invalid for the host, and the shim's own
+ * (index 2, generation 1: the first request the arena hands out, free here;
+ * index 1 is the handle every send finished at its post shares, valid for
+ * good, as the hosts' own completed-send handles are). */
 static void made_up_mpich(void)
 {
-    static const unsigned vals[] = {0x14000000u, 0x14000001u, 0x14000005u, 0x00400001u};
+    static const unsigned vals[] = {0x14000000u, 0x14000001u, 0x14000005u, 0x00400002u};
     for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
         MPI_Request m = (MPI_Request)vals[i];
         int flag = 0;
