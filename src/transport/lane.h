@@ -417,10 +417,11 @@ static inline int msh_lane_posted(msh_tp *tp, int rc)
  * the lane's (a short message): only msh_lane_post_track reads it. */
 #define MSH_LANE_DONE msh_lane_enc(MSH_LANE_SLOT_MAX - 1)
 
-/* What a post (transport.h) does once the lane posted r (NULL: a send that
- * went without a request, or the host's) with word *treq: a finished one's
- * result is taken into p and r freed; one in flight is tracked with ctx. A
- * non-persistent r just posted is either, so this never fails. */
+/* What a post (transport.h) does once the lane posted r with word *treq
+ * (r NULL: a send that went without a request of the lane's, *treq
+ * MSH_LANE_DONE): a finished one's result is taken into p and r freed; one
+ * in flight is tracked with ctx. A non-persistent r just posted is either,
+ * so this never fails. */
 static inline void msh_lane_post_track(msh_lane_q *q, msh_lane_req *r, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     if (*treq == MSH_LANE_DONE) {
