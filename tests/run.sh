@@ -525,6 +525,10 @@ for host in "${hosts[@]}"; do
     # The launcher finds the host from the binary when --host is not given.
     run_case "$host p2p_order np2 launcher autodetect" expect_ok \
         env TEST_EXPECT_SHIM=active "$build/mpishim" "$MPIRUN" $(mpirun_flags) -np 2 "$order"
+    # An MPMD command line (A : B): the ranks of every app context get the
+    # library (Open MPI's -x reaches only the context it is given in).
+    run_case "$host p2p_order MPMD 1 : 1 launcher" expect_ok \
+        env TEST_EXPECT_SHIM=active "$build/mpishim" "$MPIRUN" $(mpirun_flags) -np 1 "$order" : -np 1 "$order"
 
     bindings_dir=$logdir/bindings-$host
     mkdir -p "$bindings_dir"
