@@ -112,10 +112,11 @@ static const char *const docs[] = {
                        "through the communicator's error handler (`MPI_ERR_TAG` or `MPI_ERR_RANK`).",
     [MSH_CFG_PROGRESS] = "Who progresses: one owner per process (`global`), one owner per VCI with a sweep of the "
                          "VCIs nobody owns after `MPISHIM_SWEEP_POLLS` empty polls (`vci`), or a progress thread (`thread`). "
-                         "`combine` and `offload` progress as `global` and `thread` do and also queue "
-                         "point-to-point posts in a lock-free per-VCI queue that one thread at a time drains into "
-                         "the host: with `combine` whoever holds or finds free the VCI's lock, with `offload` the "
-                         "progress thread. The default is `combine`: with a core per thread it kept threads that share a "
+                         "`combine` and `offload` progress as `global` and `thread` do, and no point-to-point post "
+                         "waits for a VCI's lock: with `combine` a post that finds the lock free is made at once, "
+                         "one that finds it held goes into a lock-free per-VCI queue that the holder drains into "
+                         "the host when it unlocks; with `offload` every post is queued and the progress thread "
+                         "drains them. The default is `combine`: with a core per thread it kept threads that share a "
                          "communicator near or above the raw host's rate, where `global` fell to half of it (figures in "
                          "NEWS.md); and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
     [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",

@@ -78,17 +78,23 @@ void msh_block_init(msh_block *b)
     b->grant_at = MSH_BLOCK_GRANT;
 }
 
-/* Under b->lock: clear another thread's bias, with the barrier that makes
- * its owner either see that or be seen inside (bias_in). */
-static void revoke_bias(msh_block *b)
+/* A full barrier on every running thread of the process. */
+static void barrier_all(void)
 {
-    atomic_store_explicit(&b->bias, 0, memory_order_seq_cst);
     if (syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0) {
         /* Registered at setup, so this does not fail; without the barrier
          * two threads could be inside at once. */
         fputs("mpishim: membarrier failed while revoking a VCI lock's bias\n", stderr);
         abort();
     }
+}
+
+/* Under b->lock: clear another thread's bias, with the barrier that makes
+ * its owner either see that or be seen inside (bias_in). */
+static void revoke_bias(msh_block *b)
+{
+    atomic_store_explicit(&b->bias, 0, memory_order_seq_cst);
+    barrier_all();
     if (b->grant_at < MSH_BLOCK_GRANT_MAX)
         b->grant_at *= 2;
     b->last = 0;
@@ -129,6 +135,8 @@ int msh_block_try_locked(msh_block *b, uintptr_t me)
 {
     if (atomic_load_explicit(&b->bias, memory_order_relaxed) != 0)
         revoke_bias(b);
+    else if (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0)
+        barrier_all(); /* an owner in its last biased entry: see lock.h */
     if (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0) {
         msh_lock_give(&b->lock); /* the owner is inside; the bias stays revoked */
         return 0;

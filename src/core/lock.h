@@ -82,7 +82,11 @@ void msh_block_setup(void);
 void msh_block_init(msh_block *b);
 /* Under b->lock, taken by me: revoke another thread's bias and wait until
  * its owner is out, count me's run. The try-lock's form does not wait: 0,
- * with b->lock released, if the owner is inside. Nor does it count: the
+ * with b->lock released, if the owner is inside; it fails only after a
+ * barrier on every thread that follows whatever the caller wrote before
+ * (the revocation's, or one of its own when the bias was already gone),
+ * so that an owner leaving reads those writes (a combining poster's queued
+ * post: sync/queue.h, msh_vci_kick_biased). Nor does it count: the
  * try-locks are a helper's (a progress sweep, a combining drain), which
  * must not earn a bias that the VCI's own users would revoke, each time
  * with a barrier. */
@@ -138,6 +142,12 @@ static inline int msh_block_owner_busy(const msh_block *b, uintptr_t me, unsigne
         return 0;
     *seen = e;
     return 1;
+}
+
+/* For b's holder: whether it entered by the fast path. */
+static inline int msh_block_by_bias(const msh_block *b)
+{
+    return b->by_bias;
 }
 
 static inline void msh_block_give(msh_block *b)

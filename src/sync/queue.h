@@ -1,13 +1,15 @@
 /* Queued posting: MPISHIM_PROGRESS=combine and offload.
  *
- * A thread posting a point-to-point operation does not make the host call:
- * it fills a shim request with the arguments, pushes it on its VCI's queue
- * (lock-free, multi-producer) and returns the request. The queue is
- * drained into the host under the VCI's lock, in push order:
- *   combine  by the poster itself when the lock is free, else by the
- *            thread holding the lock, when it unlocks (msh_vci_unlock
- *            re-checks the queue), so nothing waits in a queue while no
- *            thread is inside the shim; and by every progress poll;
+ * A thread posting a point-to-point operation never waits for its VCI's
+ * lock. Under combine a poster that gets the lock at once (try-lock) posts
+ * directly (post.c); otherwise it fills a shim request with the arguments,
+ * pushes it on the VCI's queue (lock-free, multi-producer) and returns the
+ * request. The queue is drained into the host under the VCI's lock, in
+ * push order:
+ *   combine  by the thread holding the lock, when it unlocks
+ *            (msh_vci_unlock re-checks the queue), so nothing waits in a
+ *            queue while no thread is inside the shim; by the poster if
+ *            the lock has come free meanwhile; and by every progress poll;
  *   offload  by the progress thread's polls only: posters never enter
  *            the host.
  * So one thread at a time makes a VCI's host calls, and a poster never
@@ -95,12 +97,31 @@ static inline void msh_vci_kick(msh_vci *v)
     }
 }
 
+/* The same check by a holder that entered by its bias (a VCI one thread
+ * uses alone), without the read-modify-write: a poster that found such a
+ * holder inside forced a barrier on it after queueing (lock.h,
+ * msh_block_try_locked), so that the holder's read below, which follows
+ * its release of bias_in, sees the post unless the poster saw the holder
+ * gone and took the lock itself. The compiler must keep the read after
+ * the release. */
+static inline void msh_vci_kick_biased(msh_vci *v)
+{
+    atomic_signal_fence(memory_order_seq_cst);
+    if (MSH_UNLIKELY(msh_queue_nonempty(v)))
+        msh_vci_kick(v);
+}
+
 /* Every unlock of a VCI above the VCI layer. */
 static inline void msh_vci_unlock(msh_vci *v)
 {
+    int biased = msh_vci_by_bias(v);
     msh_vci_release(v);
-    if (MSH_UNLIKELY(msh_queue_combine))
-        msh_vci_kick(v);
+    if (MSH_UNLIKELY(msh_queue_combine)) {
+        if (biased)
+            msh_vci_kick_biased(v);
+        else
+            msh_vci_kick(v);
+    }
 }
 
 /* Drain every VCI's queue, and wait for drains under way (before probes,

@@ -76,19 +76,24 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
 /* ------------------------------------------------------------ posting */
 
 /* Post helpers used by the point-to-point and collective wrappers: lock the
- * VCI and get a request; then commit what the post did (rc: its result; p:
+ * VCI (msh_post_locked: the caller has) and get a request; then commit what the post did (rc: its result; p:
  * what msh_tp_post or msh_tp_post_matched did with the operation, NULL for
  * a persistent one, or a host request the caller made, which commit
  * tracks). Commit unlocks the VCI. */
-static inline msh_request *msh_post_begin(msh_vci *v)
+static inline msh_request *msh_post_locked(msh_vci *v)
 {
-    msh_vci_lock(v);
     if (msh_queue_nonempty(v)) /* a direct post never overtakes a queued one */
         msh_queue_drain(v);
     msh_request *r = msh_vci_req_get(v);
     if (MSH_UNLIKELY(!r))
         msh_vci_unlock(v);
     return r;
+}
+
+static inline msh_request *msh_post_begin(msh_vci *v)
+{
+    msh_vci_lock(v);
+    return msh_post_locked(v);
 }
 
 int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle);
