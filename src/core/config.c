@@ -116,7 +116,9 @@ static const char *const docs[] = {
                          "waits for a VCI's lock: with `combine` a post that finds the lock free is made at once, "
                          "one that finds it held goes into a lock-free per-VCI queue that the holder drains into "
                          "the host when it unlocks; with `offload` every post is queued and the progress thread "
-                         "drains them. The default is `combine`: with a core per thread it kept threads that share a "
+                         "drains them. With a lane (`MPISHIM_FABRIC`), `combine` progresses each VCI on its own, as "
+                         "`vci` does: lanes share nothing, and one owner for all of them would funnel the threads "
+                         "through it again. The default is `combine`: with a core per thread it kept threads that share a "
                          "communicator near or above the raw host's rate, where `global` fell to half of it (figures in "
                          "NEWS.md); and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
     [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",

@@ -205,8 +205,9 @@ static void print_stats(int leaked_reqs, int leaked_comms)
     FILE *f = open_memstream(&buf, &len);
     if (!f)
         return;
-    fprintf(f, "mpishim stats, rank %d: %d VCIs, progress %s, wait %s, host access %s\n", msh_rt.world_rank,
+    fprintf(f, "mpishim stats, rank %d: %d VCIs, progress %s%s, wait %s, host access %s\n", msh_rt.world_rank,
             msh_pool.n, msh_cfg_word(MSH_CFG_PROGRESS, (int)msh_cfg.progress),
+            msh_progress_per_vci && msh_cfg.progress != MSH_PROGRESS_VCI ? " (an owner per VCI: lanes)" : "",
             msh_cfg_word(MSH_CFG_WAIT, (int)msh_cfg.wait), msh_pool.serialized ? "serialized" : "concurrent");
     const char *lane = msh_tp_fabric_provider();
     if (lane)

@@ -201,7 +201,7 @@ static int sweep_others(int self)
  * poll function unless msh_progress_set_poll replaced it. */
 static int poll_domain(int d, unsigned *misses)
 {
-    if (msh_cfg.progress != MSH_PROGRESS_VCI)
+    if (!msh_progress_per_vci)
         return poll_all(1);
     int n = msh_progress_poll(&msh_pool.v[d], 1) + poll_hook();
     /* A count, not a modulo: no division on every empty poll. */
@@ -396,7 +396,7 @@ int msh_progress_try(int vci)
     unsigned misses = 0;
     int n = d->poll(d->poll_arg, dom, &misses);
     /* A test that found nothing on its VCI sweeps the others once. */
-    if (n == 0 && d->poll == vci_poll && msh_cfg.progress == MSH_PROGRESS_VCI)
+    if (n == 0 && d->poll == vci_poll && msh_progress_per_vci)
         n = sweep_others(dom);
     release_ownership(d);
     return n;
@@ -483,7 +483,8 @@ static void *progress_main(void *arg)
 
 int msh_progress_init(void)
 {
-    if (msh_domains_init(msh_cfg.progress == MSH_PROGRESS_VCI ? msh_pool.n : 1, vci_poll) != 0)
+    msh_progress_per_vci = msh_cfg.progress == MSH_PROGRESS_VCI || (msh_cfg.progress == MSH_PROGRESS_COMBINE && !msh_tp_direct);
+    if (msh_domains_init(msh_progress_per_vci ? msh_pool.n : 1, vci_poll) != 0)
         return -1;
     if (msh_progress_has_thread()) {
         /* The progress thread owns the one domain for good. */

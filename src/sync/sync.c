@@ -29,9 +29,11 @@ int msh_progress_ndomains(void) { return ndomains; }
 const msh_domain *msh_progress_domain(int i) { return &domains[i]; }
 msh_domain *msh_domain_at(int i) { return &domains[i]; }
 
+int msh_progress_per_vci;
+
 int msh_progress_domain_of(int vci)
 {
-    return msh_cfg.progress == MSH_PROGRESS_VCI ? vci : 0;
+    return msh_progress_per_vci ? vci : 0;
 }
 
 void msh_progress_set_poll(int d, msh_poll_fn fn, void *arg)

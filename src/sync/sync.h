@@ -108,6 +108,14 @@ typedef struct msh_progress_info {
 } msh_progress_info;
 void msh_progress_describe(int d, msh_progress_info *out);
 
+/* Whether each VCI is a progress domain of its own (an owner per VCI, the
+ * sweep of unowned ones): MPISHIM_PROGRESS=vci, and combine once lanes
+ * carry the point-to-point traffic. Lanes share nothing, so one owner
+ * polling every lane for the whole process would funnel the threads
+ * through it again (and take every lane's lock from the threads using
+ * them). Set by msh_progress_init (progress.h). */
+extern int msh_progress_per_vci;
+
 /* Domain that progresses requests of VCI vci. */
 int msh_progress_domain_of(int vci);
 
