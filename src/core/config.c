@@ -121,7 +121,7 @@ static const char *const docs[] = {
                          "through it again. The default is `combine`: with a core per thread it kept threads that share a "
                          "communicator near or above the raw host's rate, where `global` fell to half of it (figures in "
                          "NEWS.md); and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
-    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci`, a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",
+    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci` (and `combine` with a lane), a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",
     [MSH_CFG_WAIT] = "How a thread waits while another owns progress: yield-spin (`spin`), sleep on a condition "
                      "variable (`block`), or spin `MPISHIM_SPIN_US` and then sleep (`adaptive`).",
     [MSH_CFG_SPIN_US] = "With `MPISHIM_WAIT=adaptive`, microseconds of spinning before sleeping; also how long a "
@@ -199,8 +199,9 @@ static const char *const docs[] = {
                        "limit: on Open MPI 4.1 (no large-count pack calls) one element of a derived type of "
                        "more than INT_MAX bytes that is not one run of bytes is refused (MPI_ERR_COUNT). A lane "
                        "gains most with a communicator per thread (or the `no_any_tag` hint with "
-                       "`MPISHIM_MAP=tag`) and `MPISHIM_PROGRESS=vci`; threads sharing one communicator share its "
-                       "VCI, where `MPISHIM_PROGRESS=combine` suits them best (figures in NEWS.md).",
+                       "`MPISHIM_MAP=tag`): threads sharing one communicator share its VCI. Under the default "
+                       "`MPISHIM_PROGRESS=combine` each VCI then has a progress owner of its own, as with `vci` "
+                       "(figures in NEWS.md).",
 };
 _Static_assert(sizeof docs / sizeof docs[0] == MSH_CFG_NVARS, "a description per variable");
 
