@@ -35,6 +35,9 @@
 #                      every VCI its own UCX worker; no assertion needed
 #   ucxtag           ucx with MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag
 #                      MPISHIM_NUM_VCIS=2T: the shared communicator spread by tag
+#   ucxdef           MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=T under the default
+#                      policy (combine): what a user who only turns the lane
+#                      on gets
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
 #   baseline         BENCH_BASELINE_OF (default combine-adaptive, the
@@ -98,7 +101,7 @@ bench_hosts "$@"
 
 configs=("${multirate_configs[@]}")
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm ucx ucxtag everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm ucx ucxtag ucxdef everywh)
 baseline=${BENCH_BASELINE:-}
 if [ -n "$baseline" ]; then
     for h in "${hosts[@]}"; do
@@ -169,6 +172,9 @@ bench_run() {
         ucxtag)
             cmd=(env MPISHIM_PROGRESS=vci MPISHIM_WAIT=adaptive MPISHIM_FABRIC=ucx
                  MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag "MPISHIM_NUM_VCIS=$((2 * t))"
+                 "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
+        ucxdef)
+            cmd=(env MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t"
                  "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         tag-adaptive|tagT-adaptive)
             local nv=auto
@@ -287,6 +293,7 @@ header=$(
     echo "         MPISHIM_ASSERT=no_any_tag MPISHIM_MAP=tag (VCIs auto / 2T); f-shm/f-tcp = v-adapt with"
     echo "         MPISHIM_FABRIC=shm/tcp, no_any_tag and T VCIs; ft-shm = f-shm with MPISHIM_MAP=tag and 2T VCIs;"
     echo "         ucx = v-adapt with MPISHIM_FABRIC=ucx and T VCIs; ucxtag = ucx with no_any_tag, MPISHIM_MAP=tag, 2T VCIs;"
+    echo "         ucxdef = MPISHIM_FABRIC=ucx and T VCIs under the default policy (combine, an owner per VCI);"
     echo "         everywh = MPI everywhere"
     echo "         (multirate -p, 2T ranks, raw host). Both modes run 2T busy entities: more than $cores"
     echo "         oversubscribes."
