@@ -112,7 +112,9 @@ int main(int argc, char **argv)
             printf("                   hardware transmit contexts suggest MPISHIM_NUM_VCIS=%zu\n", fcap);
         const char *lane = mpishim_lane();
         if (lane)
-            printf("lane               %s: each VCI's point-to-point messages go outside the host (MPISHIM_FABRIC)\n",
+            printf("lane               %s: each VCI's point-to-point messages go outside the host (MPISHIM_FABRIC);\n"
+                   "                   each VCI has a progress owner of its own unless MPISHIM_PROGRESS is global,\n"
+                   "                   thread or offload\n",
                    lane);
         else
             printf("lane               none: every message goes through the host\n");
