@@ -111,13 +111,13 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_send(comm, mc, dest, tag, &rt);
-    int locked = 0;
+    int held = 0; /* rt.vci's lock, taken by the combining try below */
     if (msh_queue_active() && !persistent && (op == MSH_TP_SEND || op == MSH_TP_SSEND) && queueable(mc)) {
-        locked = msh_vci_trylock(rt.vci); /* free: post directly */
-        if (!locked && msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
+        held = msh_vci_trylock(rt.vci); /* free: post directly */
+        if (!held && msh_queue_args_ok(buf, count, dt, dest, tag, mc->size, 0))
             return msh_queue_post(rt.vci, 0, op == MSH_TP_SSEND, buf, (int)count, dt, dest, tag, rt.comm, comm, req);
     }
-    if (!locked && now_path(now)) {
+    if (!held && now_path(now)) {
         MPI_Request h;
         int locked = msh_host_enter();
         rc = now_test(host_send(op, 0, buf, count, dt, dest, tag, rt.comm, &h), &h, now, locked);
@@ -128,7 +128,7 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
         return now_adopt(rt.vci, h, MSH_KIND_SEND, dest, tag, comm, req, now,
                          msh_cfg.stats ? msh_payload_bytes(count, dt) : 0);
     }
-    msh_request *r = locked ? msh_post_locked(rt.vci) : msh_post_begin(rt.vci);
+    msh_request *r = held ? msh_post_locked(rt.vci) : msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, rt.comm);
@@ -160,18 +160,18 @@ int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, i
     int rc = msh_recv_route(comm, source, tag, &rt, &mc);
     if (rc != MPI_SUCCESS)
         return rc;
-    int locked = 0;
+    int held = 0; /* as in msh_post_send */
     if (msh_queue_active() && !persistent && queueable(mc)) {
-        locked = msh_vci_trylock(rt.vci); /* free: post directly */
-        if (!locked && msh_queue_args_ok(buf, count, dt, source, tag, mc->size, 1))
+        held = msh_vci_trylock(rt.vci); /* free: post directly */
+        if (!held && msh_queue_args_ok(buf, count, dt, source, tag, mc->size, 1))
             return msh_queue_post(rt.vci, 1, 0, buf, (int)count, dt, source, tag, rt.comm, comm, req);
     }
-    if (!locked && solo_ok && msh_solo_enter_req()) {
+    if (!held && solo_ok && msh_solo_enter_req()) {
         rc = host_recv(persistent, buf, count, dt, source, tag, rt.comm, req);
         msh_solo_exit();
         return rc;
     }
-    if (!locked && now_path(now)) { /* source is not MPI_PROC_NULL: MPI_Recv took care */
+    if (!held && now_path(now)) { /* source is not MPI_PROC_NULL: MPI_Recv took care */
         MPI_Request h;
         int locked = msh_host_enter();
         rc = now_test(host_recv(0, buf, count, dt, source, tag, rt.comm, &h), &h, now, locked);
@@ -181,7 +181,7 @@ int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, i
             return rc;
         return now_adopt(rt.vci, h, MSH_KIND_RECV, source, tag, comm, req, now, 0);
     }
-    msh_request *r = locked ? msh_post_locked(rt.vci) : msh_post_begin(rt.vci);
+    msh_request *r = held ? msh_post_locked(rt.vci) : msh_post_begin(rt.vci);
     if (!r)
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
     if (!persistent && source == MPI_PROC_NULL) {

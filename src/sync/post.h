@@ -2,7 +2,9 @@
  * and receive entry point (src/intercept/p2p.c), which checks nothing but
  * chooses the path:
  *   - solo (sync/solo.h): the host's own call, on the route's communicator;
- *   - queued (MPISHIM_PROGRESS=combine, offload; queue.h);
+ *   - queued (MPISHIM_PROGRESS=offload, and combine when the VCI's lock
+ *     is held: a combining post that gets it at once takes the shim path;
+ *     queue.h);
  *   - at the post (a blocking call the host completes at once: no shim
  *     request at all; see msh_blocking);
  *   - the shim path: a request from the VCI's cache, the operation posted

@@ -483,7 +483,8 @@ static void *progress_main(void *arg)
 
 int msh_progress_init(void)
 {
-    msh_progress_per_vci = msh_cfg.progress == MSH_PROGRESS_VCI || (msh_cfg.progress == MSH_PROGRESS_COMBINE && !msh_tp_direct);
+    msh_progress_per_vci =
+        msh_cfg.progress == MSH_PROGRESS_VCI || (msh_cfg.progress == MSH_PROGRESS_COMBINE && !msh_tp_direct);
     if (msh_domains_init(msh_progress_per_vci ? msh_pool.n : 1, vci_poll) != 0)
         return -1;
     if (msh_progress_has_thread()) {
