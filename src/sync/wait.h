@@ -76,10 +76,10 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
 /* ------------------------------------------------------------ posting */
 
 /* Post helpers used by the point-to-point and collective wrappers: lock the
- * VCI (msh_post_locked: the caller has) and get a request; then commit what the post did (rc: its result; p:
- * what msh_tp_post or msh_tp_post_matched did with the operation, NULL for
- * a persistent one, or a host request the caller made, which commit
- * tracks). Commit unlocks the VCI. */
+ * VCI (msh_post_locked: the caller has) and get a request; then commit what
+ * the post did (rc: its result; p: what msh_tp_post or msh_tp_post_matched
+ * did with the operation, NULL for a persistent one, or a host request the
+ * caller made, which commit tracks). Commit unlocks the VCI. */
 static inline msh_request *msh_post_locked(msh_vci *v)
 {
     if (msh_queue_nonempty(v)) /* a direct post never overtakes a queued one */

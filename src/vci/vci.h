@@ -139,14 +139,14 @@ static inline int msh_vci_held_by_me(msh_vci *v)
     return atomic_load_explicit(&v->holder, memory_order_relaxed) == &msh_vci_self;
 }
 
-/* Releases v's lock and nothing else: the sync layer's msh_vci_unlock
- * (sync/queue.h) adds what queued posting needs. */
 /* Whether the calling holder of v's lock entered by its bias. */
 static inline int msh_vci_by_bias(const msh_vci *v)
 {
     return msh_block_by_bias(&v->own_lock);
 }
 
+/* Releases v's lock and nothing else: the sync layer's msh_vci_unlock
+ * (sync/queue.h) adds what queued posting needs. */
 static inline void msh_vci_release(msh_vci *v)
 {
     atomic_store_explicit(&v->holder, NULL, memory_order_relaxed);
