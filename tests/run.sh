@@ -337,6 +337,15 @@ expect_at_post() {
          }' "$2"
 }
 
+# A lane under the default policy (combine) under MPISHIM_STATS=1: the
+# program passed and both ranks progress each VCI on its own, as vci does.
+expect_lane_owners() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(grep -c '^mpishim stats, rank [0-9]*: [0-9]* VCIs, progress combine (an owner per VCI: lanes),' "$2")
+    [ "$n" -eq 2 ] || echo "expected both ranks' stats to say combine has an owner per VCI, got: $(grep '^mpishim stats' "$2" | tr '\n' ';')"
+}
+
 # mt_bias_sweep under MPISHIM_STATS=1: the program passed, and on rank 0
 # (the even rank, whose thread 0 earns its VCI's bias and then computes) a
 # VCI lock was both biased and revoked (the lock table after the domains),
@@ -553,6 +562,9 @@ for host in "${hosts[@]}"; do
     # calls queue and never finish at the post, by design.
     run_case "$host mt_at_post np2 STATS: blocking calls finished at the post" expect_at_post \
         env MPISHIM_STATS=1 MPISHIM_SOLO=0 MPISHIM_PROGRESS=global "${launch[@]}" -np 2 "$hb/tests/mpi/mt_at_post"
+    run_case "$host p2p_order np2 STATS, ucx lane, default policy: an owner per VCI" expect_lane_owners \
+        env -u MPISHIM_PROGRESS TEST_THREAD_LEVEL=multiple MPISHIM_STATS=1 MPISHIM_SOLO=0 MPISHIM_FABRIC=ucx \
+        MPISHIM_NUM_VCIS=4 "${launch[@]}" -np 2 "$order"
     run_case "$host mt_bias_sweep np2 STATS, ucx lane: a quiet owner's bias revoked by a sweep" expect_bias_revoked \
         env MPISHIM_STATS=1 MPISHIM_SOLO=0 MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 \
         "${launch[@]}" -np 2 "$hb/tests/mpi/mt_bias_sweep"
