@@ -131,6 +131,8 @@ void msh_block_locked(msh_block *b, uintptr_t me)
     count_run(b, me);
 }
 
+void (*msh_block_fail_hook)(msh_block *b);
+
 int msh_block_try_locked(msh_block *b, uintptr_t me)
 {
     if (atomic_load_explicit(&b->bias, memory_order_relaxed) != 0)
@@ -138,9 +140,17 @@ int msh_block_try_locked(msh_block *b, uintptr_t me)
     else if (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0)
         barrier_all(); /* an owner in its last biased entry: see lock.h */
     if (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0) {
+        if (MSH_UNLIKELY(msh_block_fail_hook != NULL))
+            msh_block_fail_hook(b);
         msh_lock_give(&b->lock); /* the owner is inside; the bias stays revoked */
-        return 0;
+        return MSH_BLOCK_OWNER_IN;
     }
     (void)me; /* a helper's take: no run of its own, and the user's run goes on */
     return 1;
+}
+
+int msh_block_owner_stays(msh_block *b)
+{
+    barrier_all();
+    return atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0;
 }

@@ -81,8 +81,9 @@ typedef struct msh_block {
 void msh_block_setup(void);
 void msh_block_init(msh_block *b);
 /* Under b->lock, taken by me: revoke another thread's bias and wait until
- * its owner is out, count me's run. The try-lock's form does not wait: 0,
- * with b->lock released, if the owner is inside; it fails only after a
+ * its owner is out, count me's run. The try-lock's form does not wait:
+ * MSH_BLOCK_OWNER_IN, with b->lock released, if the owner is inside (see
+ * msh_block_try); it fails only after a
  * barrier on every thread that follows whatever the caller wrote before
  * (the revocation's, or one of its own when the bias was already gone),
  * so that an owner leaving reads those writes (a combining poster's queued
@@ -92,6 +93,10 @@ void msh_block_init(msh_block *b);
  * with a barrier. */
 void msh_block_locked(msh_block *b, uintptr_t me);
 int msh_block_try_locked(msh_block *b, uintptr_t me);
+/* For unit tests only (NULL otherwise): called by a try-lock that found
+ * the owner inside, while it still holds b->lock, so that a test can
+ * schedule other threads into that moment. */
+extern void (*msh_block_fail_hook)(msh_block *b);
 
 static inline int msh_block_fast(msh_block *b, uintptr_t me)
 {
@@ -119,12 +124,27 @@ static inline void msh_block_take(msh_block *b, uintptr_t me)
     msh_block_locked(b, me);
 }
 
+/* 1: taken. 0: another thread holds b->lock. MSH_BLOCK_OWNER_IN: not
+ * taken, after this thread held b->lock for a moment and found the bias
+ * owner inside. In that moment other threads' try-locks fail, and the
+ * owner may leave: a caller that relies on failed try-lockers being seen
+ * by whoever is inside (sync/queue.h) must look again itself then
+ * (msh_block_owner_stays). */
+#define MSH_BLOCK_OWNER_IN (-1)
+
 static inline int msh_block_try(msh_block *b, uintptr_t me)
 {
     if (MSH_LIKELY(msh_block_fast(b, me)))
         return 1;
-    return msh_lock_try(&b->lock) && msh_block_try_locked(b, me);
+    return msh_lock_try(&b->lock) ? msh_block_try_locked(b, me) : 0;
 }
+
+/* After MSH_BLOCK_OWNER_IN: a barrier on every thread, then whether the
+ * owner is still inside. If it is, whatever the caller (and any thread
+ * whose try-lock failed while the caller held b->lock) wrote before is
+ * seen by the owner once it leaves; if not, the owner may have left
+ * without seeing it. */
+int msh_block_owner_stays(msh_block *b);
 
 /* For a thread that would only help (a progress sweep): 1 if b is biased
  * to another thread that entered it since this helper's last look, whose

@@ -75,7 +75,7 @@ static int poll_vci(msh_vci *v, int blocking, int lanes_only)
         return 0;
     if (blocking)
         msh_vci_lock(v);
-    else if (!msh_vci_trylock(v))
+    else if (!msh_vci_trylock_helping(v))
         return 0;
     if (!lanes_only && msh_queue_nonempty(v))
         msh_queue_drain(v);

@@ -176,6 +176,26 @@ void msh_queue_drain(msh_vci *v)
     atomic_store_explicit(&v->qposting, 0, memory_order_release);
 }
 
+void msh_queue_kick(msh_vci *v)
+{
+    do {
+        int got = msh_vci_try(v);
+        if (got == 0)
+            return; /* its holder looks after unlocking */
+        if (got == MSH_VCI_OWNER_IN) {
+            /* This thread held the lock for a moment, and the owner may
+             * have left then, its look at the queue failing to take the
+             * lock, as did the try of any poster pushing then: look again
+             * unless the owner, still inside after a barrier, will. */
+            if (msh_vci_owner_stays(v))
+                return;
+            continue;
+        }
+        msh_queue_drain(v);
+        msh_vci_release(v);
+    } while (msh_vci_queue_seen(v));
+}
+
 void msh_queue_drain_all(void)
 {
     for (int i = 0; i < msh_pool.n; i++) {

@@ -88,13 +88,26 @@ static inline int msh_vci_queue_seen(msh_vci *v)
 
 /* Combining: a poster that found the lock taken left its post in the queue
  * for the holder, so a holder checks the queue after unlocking and drains
- * it while it can take the lock. */
+ * it while it can take the lock (msh_queue_kick, queue.c, which also
+ * covers a try-lock that failed on a bias owner inside). */
+void msh_queue_kick(msh_vci *v);
+
 static inline void msh_vci_kick(msh_vci *v)
 {
-    while (msh_vci_queue_seen(v) && msh_vci_trylock(v)) {
-        msh_queue_drain(v);
-        msh_vci_release(v);
-    }
+    if (msh_vci_queue_seen(v))
+        msh_queue_kick(v);
+}
+
+/* A try-lock for a thread that queues nothing of its own when it fails (a
+ * progress sweep). If it failed on a bias owner inside, posters whose own
+ * try-locks failed while it held the lock for that moment rely on it to
+ * look at the queue again, as a poster's kick does. */
+static inline int msh_vci_trylock_helping(msh_vci *v)
+{
+    int got = msh_vci_try(v);
+    if (MSH_UNLIKELY(got == MSH_VCI_OWNER_IN) && msh_queue_combine)
+        msh_vci_kick(v);
+    return got > 0;
 }
 
 /* The same check by a holder that entered by its bias (a VCI one thread

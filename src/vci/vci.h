@@ -116,14 +116,28 @@ static inline void msh_vci_lock(msh_vci *v)
     atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
 }
 
-static inline int msh_vci_trylock(msh_vci *v)
+/* 1: taken; 0: held by another thread; MSH_VCI_OWNER_IN: not taken, after
+ * this thread held the lock underneath for a moment (msh_block_try). */
+#define MSH_VCI_OWNER_IN MSH_BLOCK_OWNER_IN
+
+static inline int msh_vci_try(msh_vci *v)
 {
     int got = MSH_UNLIKELY(v->serial) ? pthread_mutex_trylock(v->serial) == 0
                                       : msh_block_try(&v->own_lock, (uintptr_t)&msh_vci_self);
-    if (!got)
-        return 0;
-    atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
-    return 1;
+    if (got > 0)
+        atomic_store_explicit(&v->holder, &msh_vci_self, memory_order_relaxed);
+    return got;
+}
+
+static inline int msh_vci_trylock(msh_vci *v)
+{
+    return msh_vci_try(v) > 0;
+}
+
+/* After MSH_VCI_OWNER_IN: msh_block_owner_stays. */
+static inline int msh_vci_owner_stays(msh_vci *v)
+{
+    return msh_block_owner_stays(&v->own_lock);
 }
 
 /* For a progress sweep: whether v's lock is biased to another thread that
