@@ -26,7 +26,8 @@
 # raw,global,vci,thread,combine,offload,global-nosolo,combine-nosolo: a
 # -nosolo suffix adds MPISHIM_SOLO=0, i.e. the runtime path that T > 1
 # takes, with the program's thread owning progress; ucx: UCX's lane,
-# MPISHIM_FABRIC=ucx with MPISHIM_PROGRESS=vci and one VCI). Writes
+# MPISHIM_FABRIC=ucx with MPISHIM_PROGRESS=vci and one VCI; ucxdef: the
+# same lane under the default policy). Writes
 # bench/results/callgrind-summary.txt and callgrind-<host>.csv.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -66,6 +67,7 @@ count() {
     case $cfg in
         raw) ;;
         ucx) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
+        ucxdef) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
         *-nosolo) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=${cfg%-nosolo}" MPISHIM_SOLO=0) ;;
         *) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=$cfg") ;;
     esac
