@@ -81,16 +81,16 @@ typedef struct msh_block {
 void msh_block_setup(void);
 void msh_block_init(msh_block *b);
 /* Under b->lock, taken by me: revoke another thread's bias and wait until
- * its owner is out, count me's run. The try-lock's form does not wait:
- * MSH_BLOCK_OWNER_IN, with b->lock released, if the owner is inside (see
- * msh_block_try); it fails only after a
- * barrier on every thread that follows whatever the caller wrote before
- * (the revocation's, or one of its own when the bias was already gone),
- * so that an owner leaving reads those writes (a combining poster's queued
- * post: sync/queue.h, msh_vci_kick_biased). Nor does it count: the
- * try-locks are a helper's (a progress sweep, a combining drain), which
- * must not earn a bias that the VCI's own users would revoke, each time
- * with a barrier. */
+ * its owner is out, count me's run. The try-lock's form does not wait: it
+ * returns MSH_BLOCK_OWNER_IN, with b->lock released, if the owner is
+ * inside (see msh_block_try), and fails so only after a barrier on every
+ * thread that follows whatever the caller wrote before (the revocation's,
+ * or one of its own when the bias was already gone), so that an owner
+ * leaving reads those writes (a combining poster's queued post:
+ * sync/queue.h, msh_vci_kick_biased). Nor does it count: the try-locks
+ * are a helper's or a combining poster's (a progress sweep, a drain, a
+ * post that queues if the lock is taken), which must not earn a bias that
+ * the VCI's own users would revoke, each time with a barrier. */
 void msh_block_locked(msh_block *b, uintptr_t me);
 int msh_block_try_locked(msh_block *b, uintptr_t me);
 /* For unit tests only (NULL otherwise): called by a try-lock that found
