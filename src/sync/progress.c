@@ -50,7 +50,8 @@ static int have_progress_thread;
  * waiters (or recycle the requests the program freed). */
 static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
 {
-    msh_notify b = { .n = 0 };
+    msh_notify b;
+    b.n = 0; /* the rest is written before it is read */
     for (int k = 0; k < n; k++) {
         msh_request *r = done[k].ctx;
         r->status = done[k].status;

@@ -116,7 +116,8 @@ void msh_notify_complete(msh_request *r, msh_notify *b)
 
 void msh_progress_complete(msh_request *r)
 {
-    msh_notify b = { .n = 0 };
+    msh_notify b;
+    b.n = 0; /* the rest is written before it is read */
     msh_notify_complete(r, &b);
     msh_notify_flush(&b);
 }

@@ -307,7 +307,7 @@ static inline void msh_lane_q_init(msh_lane_q *q, size_t size, void (*drop)(msh_
 int msh_lane_req_refill(msh_lane_q *q);
 /* A zeroed request with a slot, or NULL (out of memory, or slots). size is
  * the lane's request size, a constant there: taken inline, the zeroing is
- * a few stores instead of a call, once per message. */
+ * a few stores instead of a call, once per message (msh_zero). */
 static inline msh_lane_req *msh_lane_req_new(msh_lane_q *q, size_t size)
 {
     if (MSH_UNLIKELY(!q->spare || q->free_head < 0) && msh_lane_req_refill(q) != 0)
@@ -315,7 +315,7 @@ static inline msh_lane_req *msh_lane_req_new(msh_lane_q *q, size_t size)
     msh_lane_req *r = q->spare;
     int i = q->free_head;
     q->spare = r->next;
-    memset(r, 0, size);
+    msh_zero(r, size);
     q->free_head = q->free_next[i];
     r->slot = i;
     q->slots[i] = r;
