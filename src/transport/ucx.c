@@ -395,7 +395,10 @@ static int issue(ux_tp *f, ux_req *r)
 {
     memset(&r->b.status, 0, sizeof r->b.status);
     r->b.active = 1;
-    if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
+    /* mode alone (a receive's is MSH_TP_RECV): a test of op and mode
+     * together loads both bytes at once, which describe's two stores just
+     * made cannot forward to. */
+    if (r->mode == MSH_TP_BSEND)
         return bsend(f, r);
     int rc = msh_lane_req_bytes(&f->named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
