@@ -255,6 +255,11 @@ typedef struct fab_ctx {
 typedef struct fab_req {
     msh_lane_req b;      /* first (lane.h) */
     fab_ctx main, bulk;
+    /* mode: a send's (MSH_TP_BSEND and MSH_TP_SSEND only with OP_SEND), a
+     * receive's MSH_TP_RECV, 0 for probes and acknowledgements. Tested
+     * alone where it decides: a test of op and mode together loads both
+     * bytes at once, which describe's two stores just made cannot forward
+     * to (a stall on every post). */
     uint8_t op, mode;
     int pending;         /* completions still to come */
     /* the operation */
@@ -930,7 +935,7 @@ static int bsend(fab_tp *f, fab_req *r)
 
 static int issue(fab_tp *f, fab_req *r)
 {
-    if (r->op == OP_SEND && r->mode == MSH_TP_BSEND)
+    if (r->mode == MSH_TP_BSEND)
         return bsend(f, r);
     memset(&r->b.status, 0, sizeof r->b.status);
     r->ack_wait = r->hdr_sent = r->bulk_wait = 0;
@@ -940,8 +945,8 @@ static int issue(fab_tp *f, fab_req *r)
         r->b.tmp = NULL;
         return rc;
     }
-    r->pending = r->op == OP_SEND && r->mode == MSH_TP_SSEND ? 2 : 1;
-    if (r->op == OP_SEND && r->mode == MSH_TP_SSEND)
+    r->pending = r->mode == MSH_TP_SSEND ? 2 : 1;
+    if (r->mode == MSH_TP_SSEND)
         r->ack_tag = (uint32_t)r->b.slot + 1; /* never 0: the request lives until its acknowledgement */
     if (r->op == OP_SEND && job.nopeek && r->len > EAGER_MAX) {
         r->bulk_seq = next_seq(f);

@@ -173,7 +173,7 @@ struct ux_tp;
 typedef struct ux_req {
     msh_lane_req b;      /* first (lane.h) */
     struct ux_tp *f;
-    uint8_t op, mode;
+    uint8_t op, mode;    /* mode: a send's, or MSH_TP_RECV; 0 for a probe */
     uint8_t posting;     /* inside UCX's post call */
     void *ubuf;
     MPI_Count count;
