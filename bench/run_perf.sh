@@ -23,7 +23,8 @@
 # (multirate options, default -c: a communicator per thread pair),
 # PERF_SECONDS (default 3), PERF_TOP (functions listed, default 15).
 # Writes bench/results/perf-summary.txt; the perf data stay in a temporary
-# folder unless PERF_KEEP names one.
+# folder unless PERF_KEEP names one. Exits 1 if a run failed (its rate
+# reads "failed").
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -50,6 +51,7 @@ else
     trap 'rm -rf "$work"' EXIT
 fi
 out=$results/perf-summary.txt
+failed=0
 {
     echo "# where the time goes (perf record, cpu-clock; bench/run_perf.sh)"
     echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)),"
@@ -93,6 +95,7 @@ for host in "${hosts[@]}"; do
             "$MPIRUN" "${flags[@]}" -np 2 "${pre[@]}" "$build/$host/bench/multirate" -t "$T" -q -d "$secs" $args 2>&1 |
             grep '^multirate ')
         rate=$(sed -n 's/.*mmsgs_per_s=\([0-9.]*\).*/\1/p' <<< "$line")
+        [ -n "$rate" ] || failed=1
         {
             echo ""
             echo "  $cfg: ${rate:-failed} M msg/s"
@@ -110,3 +113,4 @@ for host in "${hosts[@]}"; do
     done
 done
 cat "$out"
+exit "$failed"
