@@ -38,7 +38,8 @@ die() { echo "run_$bench_name: $*" >&2; exit 2; }
 # plot.sh draws those a CSV holds (one list, so the plot cannot miss one).
 multirate_configs=(raw global-spin global-block global-adaptive vci-spin vci-block vci-adaptive thread-adaptive
                    combine-adaptive offload-adaptive serial-adaptive tag-adaptive tagT-adaptive
-                   fabric-shm fabric-tcp fabtag-shm ucx ucxtag ucxdef everywhere)
+                   fabric-shm fabric-tcp fabtag-shm ucx ucxtag ucxdef everywhere
+                   ceiling-ucx ceiling-shm ceiling-tcp)
 
 # bench_posint VARIABLE VALUE: dies unless VALUE is a positive integer.
 bench_posint() {

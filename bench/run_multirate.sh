@@ -40,6 +40,12 @@
 #                      on gets
 #   everywhere       mpirun -np 2T multirate -p                 (no shim):
 #                    MPI everywhere, T rank pairs of one thread each
+#   ceiling-ucx      mpirun -np 2 ceiling -b ucx -t T           (no shim, no MPI
+#   ceiling-shm        while timed): the same pattern on T UCX workers or
+#   ceiling-tcp        libfabric endpoints (shm, tcp;ofi_rxm) per process,
+#                      one per thread: what a lane on that library can reach
+#                      at best (bench/ceiling.c); BENCH_ARGS apply (-c, -o
+#                      change nothing there)
 #   baseline         BENCH_BASELINE_OF (default combine-adaptive, the
 #                    default policy) with another build's library,
 #                    BENCH_BASELINE=<that checkout's build folder> (only
@@ -101,7 +107,8 @@ bench_hosts "$@"
 
 configs=("${multirate_configs[@]}")
 # Short column titles, same order.
-titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm ucx ucxtag ucxdef everywh)
+titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm ucx ucxtag ucxdef everywh
+        ceil-u ceil-s ceil-t)
 baseline=${BENCH_BASELINE:-}
 if [ -n "$baseline" ]; then
     for h in "${hosts[@]}"; do
@@ -109,7 +116,8 @@ if [ -n "$baseline" ]; then
     done
     baseline_of=${BENCH_BASELINE_OF:-combine-adaptive}
     case " ${multirate_configs[*]} " in
-        *" $baseline_of "*) [ "$baseline_of" != raw ] && [ "$baseline_of" != everywhere ] ||
+        *" $baseline_of "*) [ "$baseline_of" != raw ] && [ "$baseline_of" != everywhere ] &&
+                                [ "${baseline_of#ceiling-}" = "$baseline_of" ] ||
                                 die "BENCH_BASELINE_OF: $baseline_of runs no shim" ;;
         *) die "BENCH_BASELINE_OF: '$baseline_of' is not a configuration (${multirate_configs[*]})" ;;
     esac
@@ -150,6 +158,10 @@ bench_run() {
             cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
         everywhere)
             cmd=("$MPIRUN" "${flags[@]}" -np $((2 * t)) "$prog" -p) ;;
+        ceiling-*)
+            local b=${what#ceiling-}
+            [ "$b" = tcp ] && b='tcp;ofi_rxm'
+            cmd=("$MPIRUN" "${flags[@]}" -np 2 "$build/$host/bench/ceiling" -b "$b" -t "$t") ;;
         global-*|vci-*|thread-*|combine-*|offload-*)
             cmd=(env "MPISHIM_PROGRESS=${what%%-*}" "MPISHIM_WAIT=${what#*-}"
                  "${shim[@]}" "$MPIRUN" "${flags[@]}" -np 2 "$prog" -t "$t") ;;
@@ -246,6 +258,24 @@ bench_table() {
             for (c = 1; c <= nc; c++) printf " %s ", ratio(med[t, C[c]], med[t1, "raw"])
             printf "\n"
         }
+        # Each lane against the ceiling of its library (bench/ceiling.c) at the
+        # same T, where both were run.
+        nl = 0
+        for (c = 2; c <= nc; c++) {
+            lib = C[c] ~ /^ucx/ ? "ceiling-ucx" : C[c] ~ /^(fabric|fabtag)-shm$/ ? "ceiling-shm" : C[c] == "fabric-tcp" ? "ceiling-tcp" : ""
+            if (lib == "") continue
+            for (k = 1; k <= nc; k++) if (C[k] == lib) { nl++; LC[nl] = c; LK[nl] = k }
+        }
+        if (nl > 0) {
+            printf "\nlanes against the ceiling of their library at the same T\n%4s", "T"
+            for (a = 1; a <= nl; a++) printf " %9s ", H[LC[a]] "/" substr(H[LK[a]], 6)
+            printf "\n"
+            for (i = 1; i <= nt; i++) {
+                t = T[i]; printf "%4s", t
+                for (a = 1; a <= nl; a++) printf " %s ", ratio(med[t, C[LC[a]]], med[t, C[LK[a]]])
+                printf "\n"
+            }
+        }
         # The default policy is chosen from these numbers: rank the
         # configurations a user gets without hints (every shim one but the
         # hinted tag, tagT, fabtag and ucxtag) by the geometric mean over T
@@ -253,7 +283,7 @@ bench_table() {
         # so that no T is given up for another.
         nr = 0
         for (c = 2; c <= nc; c++) {
-            if (C[c] == "everywhere" || C[c] ~ /^(tag|fabtag|ucxtag)/) continue
+            if (C[c] == "everywhere" || C[c] ~ /^(tag|fabtag|ucxtag|ceiling)/) continue
             lg = 0; k = 0
             for (i = 1; i <= nt; i++) {
                 t = T[i]
@@ -294,6 +324,8 @@ header=$(
     echo "         MPISHIM_FABRIC=shm/tcp, no_any_tag and T VCIs; ft-shm = f-shm with MPISHIM_MAP=tag and 2T VCIs;"
     echo "         ucx = v-adapt with MPISHIM_FABRIC=ucx and T VCIs; ucxtag = ucx with no_any_tag, MPISHIM_MAP=tag, 2T VCIs;"
     echo "         ucxdef = MPISHIM_FABRIC=ucx and T VCIs under the default policy (combine, an owner per VCI);"
+    echo "         ceil-u/ceil-s/ceil-t = the lanes' ceiling (bench/ceiling.c, no shim, no MPI while timed):"
+    echo "         T threads per process, each on its own UCX worker / libfabric shm / tcp;ofi_rxm endpoint;"
     echo "         everywh = MPI everywhere"
     echo "         (multirate -p, 2T ranks, raw host). Both modes run 2T busy entities: more than $cores"
     echo "         oversubscribes."
