@@ -128,11 +128,21 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
         return now_adopt(rt.vci, h, MSH_KIND_SEND, dest, tag, comm, req, now,
                          msh_cfg.stats ? msh_payload_bytes(count, dt) : 0);
     }
-    msh_request *r = held ? msh_post_locked(rt.vci) : msh_post_begin(rt.vci);
-    if (!r)
-        return msh_comm_error(comm, MPI_ERR_NO_MEM);
     msh_tp_msg m = msh_tp_msg_of(op, buf, count, dt, dest, tag, rt.comm);
     m.rec = route_rec(mc, comm, rt.comm);
+    if (!held)
+        msh_vci_lock(rt.vci);
+    msh_post_drain(rt.vci);
+    if (!persistent && msh_tp_send_now(rt.vci->tp, &m)) {
+        /* Finished inside the call: no request; the shared one stands for it. */
+        msh_count_sent(rt.vci, msh_cfg.stats ? msh_payload_bytes(count, dt) : 0);
+        msh_vci_unlock(rt.vci);
+        *req = msh_req_sent_handle();
+        return MPI_SUCCESS;
+    }
+    msh_request *r = msh_post_get(rt.vci);
+    if (!r)
+        return msh_comm_error(comm, MPI_ERR_NO_MEM);
     msh_tp_posted p;
     rc = persistent ? msh_tp_init(rt.vci->tp, &m, &r->host) : msh_tp_post(rt.vci->tp, &m, r, &r->host, &p);
     int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);

@@ -147,7 +147,7 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
 
 /* ------------------------------------------------------------ posting */
 
-int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle)
+int msh_post_commit_rest(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle)
 {
     if (MSH_UNLIKELY(rc != MPI_SUCCESS)) {
         msh_vci_req_put(v, r);
@@ -163,41 +163,26 @@ int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_p
         return MPI_SUCCESS;
     }
     msh_tp_how how = p ? p->how : msh_tp_track(v->tp, r, r->host) == MPI_SUCCESS ? MSH_TP_TRACKED : MSH_TP_HELD;
-    if (how == MSH_TP_DONE && kind == MSH_KIND_SEND && !p->d.own_error) {
-        /* A send finished inside its post: the shared request stands for
-         * it (MSH_REQ_SENT_IDX), nothing to retire later. */
-        msh_vci_req_unget(v, r);
-        v->st.completions++;
-        v->st.sends++;
-        msh_vci_unlock(v);
-        *handle = msh_req_sent_handle();
-        return MPI_SUCCESS;
-    }
-    if (how == MSH_TP_DONE) {
-        /* Finished inside its post: nothing to track or poll. */
-        r->status = p->d.status;
-        msh_req_keep_error(r, &p->d);
-        msh_req_complete_here(r);
-        v->st.completions++;
-    } else {
+    if (how == MSH_TP_DONE && kind == MSH_KIND_SEND && !p->d.own_error)
+        return msh_commit_sent(v, r, handle);
+    if (how == MSH_TP_TRACKED)
+        return msh_commit_pending(v, r, kind, handle);
+    if (MSH_UNLIKELY(how == MSH_TP_HELD)) {
+        /* Cannot track it: finish it here rather than lose it. */
         atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
         msh_watchdog_posted(r);
-        if (MSH_UNLIKELY(how == MSH_TP_HELD)) {
-            /* Cannot track it: finish it here rather than lose it. */
-            msh_vci_unlock(v);
-            r->status.MPI_ERROR = msh_tp_wait(v->tp, &r->host, &r->status);
-            msh_req_complete_here(r);
-            *handle = msh_req_handle(r);
-            return MPI_SUCCESS;
-        }
-        msh_progress_wake();
+        msh_vci_unlock(v);
+        r->status.MPI_ERROR = msh_tp_wait(v->tp, &r->host, &r->status);
+        msh_req_complete_here(r);
+        *handle = msh_req_handle(r);
+        return MPI_SUCCESS;
     }
-    if (kind == MSH_KIND_SEND)
-        v->st.sends++;
-    else if (kind == MSH_KIND_RECV)
-        v->st.recvs++;
-    else
-        v->st.colls++;
+    /* Finished inside its post: nothing to track or poll. */
+    r->status = p->d.status;
+    msh_req_keep_error(r, &p->d);
+    msh_req_complete_here(r);
+    v->st.completions++;
+    msh_count_post(v, kind);
     msh_vci_unlock(v);
     *handle = msh_req_handle(r);
     return MPI_SUCCESS;

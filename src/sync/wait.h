@@ -15,6 +15,7 @@
 #include "core/common.h"
 #include "core/error.h"
 #include "core/runtime.h"
+#include "sync/notes.h"
 #include "sync/queue.h"
 #include "sync/request.h"
 #include "sync/solo.h"
@@ -80,14 +81,25 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
  * the post did (rc: its result; p: what msh_tp_post or msh_tp_post_matched
  * did with the operation, NULL for a persistent one, or a host request the
  * caller made, which commit tracks). Commit unlocks the VCI. */
-static inline msh_request *msh_post_locked(msh_vci *v)
+static inline void msh_post_drain(msh_vci *v)
 {
     if (msh_queue_nonempty(v)) /* a direct post never overtakes a queued one */
         msh_queue_drain(v);
+}
+
+/* Under v's lock, after msh_post_drain: a request, or NULL (and v unlocked). */
+static inline msh_request *msh_post_get(msh_vci *v)
+{
     msh_request *r = msh_vci_req_get(v);
     if (MSH_UNLIKELY(!r))
         msh_vci_unlock(v);
     return r;
+}
+
+static inline msh_request *msh_post_locked(msh_vci *v)
+{
+    msh_post_drain(v);
+    return msh_post_get(v);
 }
 
 static inline msh_request *msh_post_begin(msh_vci *v)
@@ -96,7 +108,61 @@ static inline msh_request *msh_post_begin(msh_vci *v)
     return msh_post_locked(v);
 }
 
-int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle);
+/* The two outcomes of a message-rate post, inline in msh_post_commit (and
+ * used by msh_post_commit_rest for the same outcomes): pending, tracked by
+ * the transport; or a send finished inside its post, for which the shared
+ * request stands (MSH_REQ_SENT_IDX), nothing to retire later. */
+static inline void msh_count_post(msh_vci *v, int kind)
+{
+    if (kind == MSH_KIND_SEND)
+        v->st.sends++;
+    else if (kind == MSH_KIND_RECV)
+        v->st.recvs++;
+    else
+        v->st.colls++;
+}
+
+static inline int msh_commit_pending(msh_vci *v, msh_request *r, int kind, MPI_Request *handle)
+{
+    atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
+    msh_watchdog_posted(r);
+    msh_progress_wake();
+    msh_count_post(v, kind);
+    msh_vci_unlock(v);
+    *handle = msh_req_handle(r);
+    return MPI_SUCCESS;
+}
+
+static inline void msh_count_sent(msh_vci *v, uint64_t bytes)
+{
+    v->st.completions++;
+    v->st.sends++;
+    v->st.bytes += bytes;
+}
+
+static inline int msh_commit_sent(msh_vci *v, msh_request *r, MPI_Request *handle)
+{
+    msh_vci_req_unget(v, r);
+    msh_count_sent(v, 0);
+    msh_vci_unlock(v);
+    *handle = msh_req_sent_handle();
+    return MPI_SUCCESS;
+}
+
+int msh_post_commit_rest(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p, MPI_Request *handle);
+
+static inline int msh_post_commit(msh_vci *v, msh_request *r, int kind, int rc, const msh_tp_posted *p,
+                                  MPI_Request *handle)
+{
+    if (MSH_LIKELY(rc == MPI_SUCCESS && p && (kind == MSH_KIND_SEND || kind == MSH_KIND_RECV))) {
+        r->kind = (uint8_t)kind;
+        if (p->how == MSH_TP_TRACKED)
+            return msh_commit_pending(v, r, kind, handle);
+        if (p->how == MSH_TP_DONE && kind == MSH_KIND_SEND && !p->d.own_error)
+            return msh_commit_sent(v, r, handle);
+    }
+    return msh_post_commit_rest(v, r, kind, rc, p, handle);
+}
 
 /* Wait for a host request the shim just made (a collective or other
  * nonblocking host call), sync-object style. Used by the generated

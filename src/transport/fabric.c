@@ -1027,6 +1027,17 @@ static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req
 
 static void set_tracked(fab_tp *f);
 
+static int fab_send_now(msh_tp *tp, const msh_tp_msg *m)
+{
+    fab_tp *f = fab_of(tp);
+    fab_comm *fc = carried(m);
+    msh_tp_req t;
+    if (!fc || msh_lane_check(m, fc) != MPI_SUCCESS || !send_at_once(f, fc, m, &t))
+        return 0;
+    tp->carried++;
+    return 1;
+}
+
 static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     fab_tp *f = fab_of(tp);
@@ -1383,6 +1394,7 @@ static void fab_mark_comms(msh_tp *tp) { msh_lane_q_mark(&fab_of(tp)->q); }
 static const msh_tp_ops fab_ops = {
     .name = "fabric",
     .post = fab_post,
+    .send_now = fab_send_now,
     .init = fab_init,
     .start = fab_start,
     .track = fab_track,

@@ -105,6 +105,12 @@ typedef struct msh_tp_ops {
      * finished, where a separate question would find it by its word again
      * (the host's answer would cost a test: it tracks every request). */
     int (*post)(struct msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p);
+    /* Optional (NULL: never): a standard or ready send that the transport
+     * can finish inside this call, with no request (small, named type, room
+     * at once). 1 if it went; 0 if not, and nothing happened: the caller
+     * then posts it. Lets the engine skip making a request for a send that
+     * needs none; called where post would be, so the order is the same. */
+    int (*send_now)(struct msh_tp *tp, const msh_tp_msg *m);
     /* Make a persistent send or receive (inactive), and start one. */
     int (*init)(struct msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
     int (*start)(struct msh_tp *tp, msh_tp_req *treq);
@@ -218,6 +224,10 @@ int msh_tp_host_post_c(const msh_tp_msg *m, int persistent, msh_tp_req *treq);
 static inline int msh_tp_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     return tp->ops->post(tp, m, ctx, treq, p);
+}
+static inline int msh_tp_send_now(msh_tp *tp, const msh_tp_msg *m)
+{
+    return tp->ops->send_now && tp->ops->send_now(tp, m);
 }
 static inline int msh_tp_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {

@@ -318,7 +318,7 @@ static inline uint64_t match_mask(int source, int tag)
 /* What UCX returned for a posted operation: done already (a send, or an
  * operation whose callback ran inside the call), failed, or in flight
  * (its request, completed through the callback). */
-static int posted(ux_req *r, ucs_status_ptr_t p)
+MSH_INLINE int posted(ux_req *r, ucs_status_ptr_t p)
 {
     r->posting = 0;
     if (p == NULL) {
@@ -391,7 +391,7 @@ static int bsend(ux_tp *f, ux_req *r)
     return MPI_SUCCESS;
 }
 
-static int issue(ux_tp *f, ux_req *r)
+MSH_INLINE int issue(ux_tp *f, ux_req *r)
 {
     memset(&r->b.status, 0, sizeof r->b.status);
     r->b.active = 1;
@@ -431,7 +431,7 @@ static msh_lane_comm *carried(const msh_tp_msg *m)
     return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_msg(m);
 }
 
-static void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
+MSH_INLINE void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
 {
     r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
     r->mode = (uint8_t)m->mode;
@@ -516,6 +516,17 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
             set_tracked(f);
     }
     return msh_lane_posted(tp, rc);
+}
+
+static int ux_send_now(msh_tp *tp, const msh_tp_msg *m)
+{
+    ux_tp *f = ux_of(tp);
+    msh_lane_comm *lc = carried(m);
+    msh_tp_req t;
+    if (!lc || msh_lane_check(m, lc) != MPI_SUCCESS || !send_at_once(f, lc, m, &t))
+        return 0;
+    tp->carried++;
+    return 1;
 }
 
 static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
@@ -747,6 +758,7 @@ static void ux_mark_comms(msh_tp *tp) { msh_lane_q_mark(&ux_of(tp)->q); }
 static const msh_tp_ops ux_ops = {
     .name = "ucx",
     .post = ux_post,
+    .send_now = ux_send_now,
     .init = ux_init,
     .start = ux_start,
     .track = ux_track,

@@ -6,7 +6,7 @@
 
 #include "core/log.h"
 
-static msh_htab table = MSH_HTAB_INIT;
+msh_htab msh_comm_table = MSH_HTAB_INIT;
 _Atomic int msh_comm_gate;
 
 #define WILDCARD_ASSERTS (MSH_ASSERT_NO_ANY_TAG | MSH_ASSERT_NO_ANY_SOURCE)
@@ -43,9 +43,30 @@ int msh_thread_vci_assign(void)
     return msh_thread_vci;
 }
 
-msh_comm *msh_comm_lookup(MPI_Comm c)
+/* msh_route_of's other cases, out of line: a communicator the shim does not
+ * know, or one spread over duplicates. */
+void msh_route_spread(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt)
 {
-    return (msh_comm *)msh_htab_lookup(&table, msh_handle_key(&c, sizeof c));
+    if (!mc) {
+        rt->vci = msh_vci_get((int)(msh_handle_hash(c) % (uint32_t)msh_pool.n));
+        rt->comm = c;
+        return;
+    }
+    uint32_t key = 0;
+    if (mc->asserts & MSH_ASSERT_NO_ANY_TAG && mc->map != MSH_MAP_PEER)
+        key = (uint32_t)tag;
+    if (mc->asserts & MSH_ASSERT_NO_ANY_SOURCE && mc->map != MSH_MAP_TAG)
+        key = msh_mix(key * 0x9e3779b1U ^ msh_mix((uint32_t)src * 0x85ebca6bU ^ (uint32_t)dst));
+    int k = (int)(mc->map == MSH_MAP_TAG ? key : msh_mix(key)) % mc->ndups;
+    if (k < 0)
+        k += mc->ndups;
+    rt->comm = mc->dups[k];
+    if (mc->map == MSH_MAP_THREAD) {
+        int t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
+        rt->vci = msh_vci_get(t);
+    } else {
+        rt->vci = msh_vci_get(k % msh_pool.n);
+    }
 }
 
 /* ------------------------------------------------------------ info */
@@ -157,7 +178,7 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
         mc->vci = home;
     mc->tp_rec = msh_tp_comm_record(c);
     gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
-    rc = msh_htab_insert(&table, &mc->h);
+    rc = msh_htab_insert(&msh_comm_table, &mc->h);
     if (rc != MPI_SUCCESS)
         free_entry(mc);
     return rc;
@@ -178,7 +199,7 @@ static void free_entry(msh_comm *mc)
 
 void msh_comm_unregister(MPI_Comm c)
 {
-    msh_comm *mc = (msh_comm *)msh_htab_remove(&table, msh_handle_key(&c, sizeof c));
+    msh_comm *mc = (msh_comm *)msh_htab_remove(&msh_comm_table, msh_handle_key(&c, sizeof c));
     if (mc)
         free_entry(mc);
 }
@@ -194,7 +215,7 @@ static void fini_entry(msh_hent *e, void *arg)
 int msh_comm_fini(void)
 {
     int left = 0;
-    msh_htab_drain(&table, fini_entry, &left);
+    msh_htab_drain(&msh_comm_table, fini_entry, &left);
     return left;
 }
 

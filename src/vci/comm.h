@@ -62,8 +62,13 @@ static inline int msh_comm_plain(void)
 void msh_comm_init(void); /* at runtime start, before the first register */
 
 /* The entry of a communicator, or NULL (created by a call the shim does not
- * track, or not a communicator). Lock-free. */
-msh_comm *msh_comm_lookup(MPI_Comm c);
+ * track, or not a communicator). Lock-free; inline, since every
+ * point-to-point post looks its communicator up. */
+extern msh_htab msh_comm_table;
+static inline msh_comm *msh_comm_lookup(MPI_Comm c)
+{
+    return (msh_comm *)msh_htab_lookup(&msh_comm_table, msh_handle_key(&c, sizeof c));
+}
 
 /* Makes one more communicator congruent with the one the user's constructor
  * just made (same group, same ranks, MPI_COMM_NULL where that one is) by a
@@ -164,6 +169,7 @@ static inline int msh_wildcard_refused(unsigned asserts, int source, int tag)
  * where the communicator spreads. The duplicate depends only on the map,
  * the assertions and (src, dst, tag), which both sides agree on; never on
  * this process's VCIs or thread (test_route.c). */
+void msh_route_spread(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt);
 static inline void msh_route_of(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt)
 {
     if (MSH_LIKELY(mc && mc->ndups == 0)) {
@@ -171,26 +177,7 @@ static inline void msh_route_of(MPI_Comm c, const msh_comm *mc, int src, int dst
         rt->comm = c;
         return;
     }
-    if (!mc) {
-        rt->vci = msh_vci_get((int)(msh_handle_hash(c) % (uint32_t)msh_pool.n));
-        rt->comm = c;
-        return;
-    }
-    uint32_t key = 0;
-    if (mc->asserts & MSH_ASSERT_NO_ANY_TAG && mc->map != MSH_MAP_PEER)
-        key = (uint32_t)tag;
-    if (mc->asserts & MSH_ASSERT_NO_ANY_SOURCE && mc->map != MSH_MAP_TAG)
-        key = msh_mix(key * 0x9e3779b1U ^ msh_mix((uint32_t)src * 0x85ebca6bU ^ (uint32_t)dst));
-    int k = (int)(mc->map == MSH_MAP_TAG ? key : msh_mix(key)) % mc->ndups;
-    if (k < 0)
-        k += mc->ndups;
-    rt->comm = mc->dups[k];
-    if (mc->map == MSH_MAP_THREAD) {
-        int t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
-        rt->vci = msh_vci_get(t);
-    } else {
-        rt->vci = msh_vci_get(k % msh_pool.n);
-    }
+    msh_route_spread(c, mc, src, dst, tag, rt);
 }
 
 /* The two sides of one route, so that a caller cannot swap source and
