@@ -18,6 +18,7 @@
 #include "intercept/isendrecv.h"
 #include "intercept/pack.h"
 #include "intercept/shim.h"
+#include "sync/cache.h"
 
 #if MPI_VERSION >= 4
 

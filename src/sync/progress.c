@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "core/topo.h"
+#include "sync/cache.h"
 #include "sync/queue.h"
 
 /* Empty polls before an owner yields the core. */

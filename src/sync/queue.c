@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "sync/cache.h"
 #include "sync/sync.h"
 #include "sync/notes.h"
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "sync/cache.h"
 #include "vci/vci.h"
 
 msh_req_arena msh_reqs;
@@ -113,62 +114,27 @@ void msh_req_pool_give(msh_request *chain, int n)
     pthread_mutex_unlock(&pool_lock);
 }
 
-/* ------------------------------------------------------------ per-VCI caches */
+/* ------------------------------------------------------------ per-VCI caches' rare parts (cache.h) */
 
-/* Cache sizes: refill this many at once; give half back above the limit. */
-#define MSH_CACHE_BATCH 64
-#define MSH_CACHE_LIMIT 1024
-
-msh_request *msh_vci_req_get(msh_vci *v)
+int msh_vci_cache_refill(msh_vci *v)
 {
-    if (MSH_UNLIKELY(!v->cache)) {
-        int got = 0;
-        v->cache = msh_req_pool_take(MSH_CACHE_BATCH, &got);
-        v->ncache = got;
-        v->st.cache_refills++;
-        if (!v->cache)
-            return NULL;
-    } else {
-        v->st.cache_hits++;
-    }
-    msh_request *r = v->cache;
-    v->cache = r->next;
-    v->ncache--;
-    msh_req_unpoison(r);
-    r->next = NULL;
-    r->vci = (int16_t)v->idx;
-    r->freed = 0;
-    r->persistent = 0;
-    r->procnull = 0;
-    atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
-    return r;
+    int got = 0;
+    v->cache = msh_req_pool_take(MSH_CACHE_BATCH, &got);
+    v->ncache = got;
+    v->st.cache_refills++;
+    return v->cache ? 0 : -1;
 }
 
-void msh_vci_req_unget(msh_vci *v, msh_request *r)
+/* The cache grew past its limit: return half to the global pool so that
+ * a VCI that frees what another allocates does not hoard. */
+void msh_vci_cache_trim(msh_vci *v)
 {
-    msh_req_poison(r);
-    r->next = v->cache;
-    v->cache = r;
-    v->ncache++;
-}
-
-void msh_vci_req_put(msh_vci *v, msh_request *r)
-{
-    msh_req_release(r);
-    r->host = MPI_REQUEST_NULL;
-    msh_req_poison(r);
-    r->next = v->cache;
-    v->cache = r;
-    if (++v->ncache > MSH_CACHE_LIMIT) {
-        /* Return half to the global pool so that a VCI that frees what
-         * another allocates does not hoard. */
-        int give = v->ncache / 2;
-        msh_request *chain = v->cache, *last = chain;
-        for (int i = 1; i < give; i++)
-            last = last->next;
-        v->cache = last->next;
-        last->next = NULL;
-        v->ncache -= give;
-        msh_req_pool_give(chain, give);
-    }
+    int give = v->ncache / 2;
+    msh_request *chain = v->cache, *last = chain;
+    for (int i = 1; i < give; i++)
+        last = last->next;
+    v->cache = last->next;
+    last->next = NULL;
+    v->ncache -= give;
+    msh_req_pool_give(chain, give);
 }

@@ -287,20 +287,10 @@ void msh_req_arena_fini(void);
 msh_request *msh_req_pool_take(int n, int *got);
 void msh_req_pool_give(msh_request *chain, int n);
 
-/* A VCI's request cache (the fields are in vci/vci.h; the VCI layer below
- * stores them without knowing what a request is). Its operations in flight
- * are tracked by its transport, with the request as context
- * (msh_vci_pending_add in sync.h). */
-
-/* Under the VCI lock: a free request from the cache (refilled in batches
- * from the global pool), NULL if the arena is exhausted. */
-msh_request *msh_vci_req_get(struct msh_vci *v);
-/* Under the VCI lock: give a request back to the cache. */
-void msh_vci_req_put(struct msh_vci *v, msh_request *r);
-/* Under the VCI lock: give back a request msh_vci_req_get just gave, whose
- * handle never reached the program (no new generation needed). */
-void msh_vci_req_unget(struct msh_vci *v, msh_request *r);
-
+/* A VCI's request cache: sync/cache.h (the fields are in vci/vci.h; the
+ * VCI layer below stores them without knowing what a request is). Its
+ * operations in flight are tracked by its transport, with the request as
+ * context (msh_vci_pending_add in sync.h). */
 
 /* ------------------------------------------------------------ per-kind operations */
 

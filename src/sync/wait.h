@@ -15,6 +15,7 @@
 #include "core/common.h"
 #include "core/error.h"
 #include "core/runtime.h"
+#include "sync/cache.h"
 #include "sync/notes.h"
 #include "sync/queue.h"
 #include "sync/request.h"

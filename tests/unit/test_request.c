@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sync/cache.h"
 #include "sync/request.h"
 #include "sync/queue.h"
 #include "sync/sync.h"
