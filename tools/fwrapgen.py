@@ -222,8 +222,13 @@ def gen_body(call, args, fl=F77):
             cargs.append("&" + c)
             post.append("*%s = %s(%s);" % (name, c2f, c))
         elif kind == "status_out":
+            # From the caller's status, not zeros: a call that leaves a field
+            # alone (MPI_ERROR of a single completion) leaves the caller's,
+            # as the hosts' bindings do when they pass the status through.
             pre.append("MPI_Status %s;" % c)
             pre.append("memset(&%s, 0, sizeof %s);" % (c, c))
+            pre.append("if (%s != %s)" % (name, fl["st_ign"]))
+            pre.append("    MPI_Status_f2c(%s, &%s);" % (name, c))
             cargs.append("%s == %s ? MPI_STATUS_IGNORE : &%s" % (name, fl["st_ign"], c))
             post.append("if (%s != %s)" % (name, fl["st_ign"]))
             post.append("    MPI_Status_c2f(&%s, %s);" % (c, name))

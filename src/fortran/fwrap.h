@@ -104,7 +104,11 @@ static inline int msh_f_stats_in(msh_f_stats *a, MPI_Fint n, const MPI_Fint *f, 
     a->c = len <= MSH_F_STACK ? a->stack : malloc((size_t)len * sizeof *a->c);
     if (!a->c)
         return 0;
+    /* The caller's statuses, so that fields a call leaves alone stay the
+     * caller's (as tools/fwrapgen.py does for one status). */
     memset(a->c, 0, (size_t)len * sizeof *a->c);
+    for (int i = 0; i < len; i++)
+        MPI_Status_f2c(f + (size_t)i * MPI_F_STATUS_SIZE, &a->c[i]);
     return 1;
 }
 

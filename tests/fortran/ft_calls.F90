@@ -251,17 +251,23 @@ contains
       ! Matched probes: MPI_Mprobe + MPI_Mrecv, MPI_Improbe + MPI_Imrecv.
       sbuf = rank * 7 + round
       call MPI_Isend(sbuf(1), 5, MPI_INTEGER, peer, 82, comm, reqs(2), ierr)
+      st(MPI_ERROR) = 772 ! the matched probes leave MPI_ERROR alone, as both hosts do
       call MPI_Mprobe(peer, 82, comm, msg, st, ierr)
+      if (st(MPI_ERROR) /= 772) call fail(errs, 'mprobe kept MPI_ERROR')
       call MPI_Get_count(st, MPI_INTEGER, cnt, ierr)
       if (cnt /= 5) call fail(errs, 'mprobe count')
+      st(MPI_ERROR) = 773
       call MPI_Mrecv(rbuf(1), N, MPI_INTEGER, msg, st, ierr)
+      if (st(MPI_ERROR) /= 773) call fail(errs, 'mrecv kept MPI_ERROR')
       if (msg /= MPI_MESSAGE_NULL .or. rbuf(5) /= peer * 7 + round) call fail(errs, 'mrecv')
       call MPI_Wait(reqs(2), MPI_STATUS_IGNORE, ierr)
       call MPI_Isend(sbuf(1), 6, MPI_INTEGER, peer, 83, comm, reqs(2), ierr)
       flag = .false.
+      st(MPI_ERROR) = 774
       do while (.not. flag)
         call MPI_Improbe(peer, 83, comm, flag, msg, st, ierr)
       end do
+      if (st(MPI_ERROR) /= 774) call fail(errs, 'improbe kept MPI_ERROR')
       call MPI_Imrecv(rbuf(1), N, MPI_INTEGER, msg, reqs(1), ierr)
       call MPI_Waitall(2, reqs, MPI_STATUSES_IGNORE, ierr)
       if (rbuf(6) /= peer * 7 + round) call fail(errs, 'imrecv')
