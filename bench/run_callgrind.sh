@@ -29,6 +29,16 @@
 # MPISHIM_FABRIC=ucx with MPISHIM_PROGRESS=vci and one VCI; ucxdef: the
 # same lane under the default policy). Writes
 # bench/results/callgrind-summary.txt and callgrind-<host>.csv.
+#
+# CG_CALLS (a comma list of MPI calls, e.g. MPI_Isend,MPI_Irecv,MPI_Waitall;
+# default none) adds, per configuration, what runs inside each of those
+# calls only (callgrind --toggle-collect, one run of N2 windows: no start-up
+# or polling outside them to cancel), per message, split by library: the
+# shim, the lane's library (UCX or libfabric), the host MPI, the rest (libc).
+# Both ranks are summed. A wait's figure includes its polling while the
+# peer is not there yet, which depends on timing: compare posts, not waits.
+# With CG_CALLS set and CG_CONFIGS unset, the configurations are ucxdef.
+# Written to bench/results/callgrind-calls.txt.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/.." && pwd)
@@ -37,7 +47,9 @@ results=${BENCH_RESULTS:-$here/results}
 W=${CG_W:-64}
 N1=${CG_N1:-20}
 N2=${CG_N2:-120}
-IFS=, read -r -a configs <<< "${CG_CONFIGS:-raw,global,vci,thread,combine,offload,global-nosolo,combine-nosolo}"
+default_configs=raw,global,vci,thread,combine,offload,global-nosolo,combine-nosolo
+[ -n "${CG_CALLS:-}" ] && default_configs=ucxdef
+IFS=, read -r -a configs <<< "${CG_CONFIGS:-$default_configs}"
 command -v valgrind >/dev/null || { echo "run_callgrind: valgrind not found (apt-get install valgrind)" >&2; exit 2; }
 hosts=("$@")
 if [ ${#hosts[@]} -eq 0 ]; then
@@ -54,6 +66,19 @@ mkdir -p "$results"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+# prefix_of HOST CONFIG: the environment of a configuration, into pre.
+prefix_of() {
+    local host=$1 cfg=$2
+    pre=()
+    case $cfg in
+        raw) ;;
+        ucx) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
+        ucxdef) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
+        *-nosolo) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=${cfg%-nosolo}" MPISHIM_SOLO=0) ;;
+        *) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=$cfg") ;;
+    esac
+}
+
 # count HOST CONFIG N: runs one measurement; prints "shim progress all"
 # (instructions summed over both ranks).
 count() {
@@ -62,15 +87,9 @@ count() {
     # shellcheck disable=SC1090
     . "$build/$host/host.env"
     # shellcheck disable=SC2206
-    local -a flags=($MPIRUN_FLAGS) pre=()
+    local -a flags=($MPIRUN_FLAGS)
     [ "$HOST_FLAVOR" = openmpi ] || flags=()
-    case $cfg in
-        raw) ;;
-        ucx) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
-        ucxdef) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=1) ;;
-        *-nosolo) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=${cfg%-nosolo}" MPISHIM_SOLO=0) ;;
-        *) pre=(env "LD_PRELOAD=$build/$host/libmpishim.so" "MPISHIM_PROGRESS=$cfg") ;;
-    esac
+    prefix_of "$host" "$cfg"
     if ! timeout -k 10 900 "$MPIRUN" "${flags[@]}" -np 2 "${pre[@]}" valgrind -q --tool=callgrind \
             --separate-threads=yes --callgrind-out-file="$dir/cg.%p" \
             "$build/$host/bench/multirate" -t 1 -s 8 -w "$W" -i "$n" -q > "$dir/out" 2>&1; then
@@ -98,6 +117,56 @@ per_msg() { # per_msg A1 A2: (A2 - A1) / messages, or NaN
         'BEGIN { if (a == "NaN" || b == "NaN") print "NaN"; else printf "%.0f", (b - a) / m }'
 }
 
+# per_call HOST CONFIG CALL: one run counting inside CALL only; prints
+# "shim lane host other" instructions per message (both ranks summed: the
+# call runs on one side, or on both, as the program makes it).
+per_call() {
+    local host=$1 cfg=$2 call=$3 dir=$work/calls-$1-$2-$3
+    mkdir -p "$dir"
+    # shellcheck disable=SC1090
+    . "$build/$host/host.env"
+    # shellcheck disable=SC2206
+    local -a flags=($MPIRUN_FLAGS)
+    [ "$HOST_FLAVOR" = openmpi ] || flags=()
+    prefix_of "$host" "$cfg"
+    if ! timeout -k 10 900 "$MPIRUN" "${flags[@]}" -np 2 "${pre[@]}" valgrind -q --tool=callgrind \
+            --separate-threads=yes --toggle-collect="$call" --callgrind-out-file="$dir/cg.%p" \
+            "$build/$host/bench/multirate" -t 1 -s 8 -w "$W" -i "$N2" -q > "$dir/out" 2>&1; then
+        echo "run_callgrind: $host $cfg $call failed:" >&2
+        tail -5 "$dir/out" >&2
+        echo "NaN NaN NaN NaN"
+        return
+    fi
+    # multirate runs 10 untimed windows before the N2 timed ones.
+    cat "$dir"/cg.* | awk -f "$here/callgrind-objects.awk" | awk -v m="$(((N2 + 10) * W))" '
+        $2 ~ /libmpishim\.so$/ { s += $1; next }
+        $2 ~ /lib(ucp|uct|ucs|ucm|fabric)\.so/ { l += $1; next }
+        $2 ~ /lib(mpi|mpich|open-pal|open-rte)[^\/]*\.so/ || $2 ~ /\/openmpi\/lib\// || $2 ~ /mca_/ { h += $1; next }
+        { o += $1 }
+        END { printf "%.0f %.0f %.0f %.0f\n", s / m, l / m, h / m, o / m }'
+}
+
+if [ -n "${CG_CALLS:-}" ]; then
+    IFS=, read -r -a calls <<< "$CG_CALLS"
+    out=$results/callgrind-calls.txt
+    {
+        echo "# instructions per 8-byte message inside each call only, T = 1 (callgrind --toggle-collect; bench/run_callgrind.sh, CG_CALLS)"
+        echo "# $(date -u +%Y-%m-%dT%H:%MZ), window $W, $((N2 + 10)) windows; lane = UCX or libfabric; host = the host MPI's libraries"
+    } > "$out"
+    for host in "${hosts[@]}"; do
+        # shellcheck disable=SC1090
+        . "$build/$host/host.env"
+        printf "\n%s (MPI %s)\n  %-10s %-12s %8s %8s %8s %8s\n" "$host" "$HOST_MPI_VERSION" config call shim lane host other >> "$out"
+        for cfg in "${configs[@]}"; do
+            for call in "${calls[@]}"; do
+                read -r cs cl ch co <<< "$(per_call "$host" "$cfg" "$call")"
+                printf "  %-10s %-12s %8s %8s %8s %8s\n" "$cfg" "$call" "$cs" "$cl" "$ch" "$co" >> "$out"
+            done
+        done
+    done
+    cat "$out"
+    exit 0
+fi
 {
     echo "# instructions per 8-byte message at T = 1, sender + receiver (callgrind; bench/run_callgrind.sh)"
     echo "# $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, window $W, (N2 - N1) = $((N2 - N1)) windows, load average $(cut -d' ' -f1 /proc/loadavg)"
