@@ -368,8 +368,11 @@ static void recv_bytes(fab_req *r, size_t len, size_t whole, int err)
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
     msh_lane_set_bytes(st, err == MPI_ERR_TRUNCATE ? msh_lane_trunc_bytes(len, whole) : len);
-    if (r->b.tmp && len > 0)
-        msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt);
+    if (r->b.tmp && len > 0 && msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) != MPI_SUCCESS &&
+        err == MPI_SUCCESS) {
+        st->MPI_ERROR = MPI_ERR_TRUNCATE;
+        msh_lane_set_bytes(st, 0);
+    }
 }
 
 static void recv_status(fab_req *r, uint64_t tag, uint64_t data, size_t len, size_t whole, int err)
