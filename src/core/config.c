@@ -169,8 +169,11 @@ static const char *const docs[] = {
                        "keep it off its core for 2 ms or more, for this long owners stop yielding and adaptive "
                        "waiters sleep at once. `off`: never.",
     [MSH_CFG_COLL] = "The form of blocking collectives. `nonblocking`: the host's nonblocking twin plus a shim wait, "
-                     "so a thread waiting in a collective sleeps instead of spinning in the host. `host`: the host's "
-                     "blocking call, at the host's speed; set it on every rank (the ranks agree on `nonblocking` "
+                     "so a thread waiting in a collective sleeps instead of spinning in the host; an error that the "
+                     "host's blocking call finds and its nonblocking twin does not is then not reported (MPICH 4.0: "
+                     "`MPI_Alltoall` with receive counts shorter than what is sent returns `MPI_ERR_TRUNCATE` "
+                     "blocking, success as `MPI_Ialltoall` plus a wait; an erroneous program either way). `host`: "
+                     "the host's blocking call, at the host's speed, with its errors; set it on every rank (the ranks agree on `nonblocking` "
                      "otherwise, and whenever the host is serialized or posts are queued: with `host` and no "
                      "`MPISHIM_PROGRESS`, the policy is `global`).",
     [MSH_CFG_FABRIC] = "Experimental. Gives every VCI a lane of its own outside the host, so that threads on "
