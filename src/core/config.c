@@ -173,9 +173,9 @@ static const char *const docs[] = {
                      "host's blocking call finds and its nonblocking twin does not is then not reported (MPICH 4.0: "
                      "`MPI_Alltoall` with receive counts shorter than what is sent returns `MPI_ERR_TRUNCATE` "
                      "blocking, success as `MPI_Ialltoall` plus a wait; an erroneous program either way). `host`: "
-                     "the host's blocking call, at the host's speed, with its errors; set it on every rank (the ranks agree on `nonblocking` "
-                     "otherwise, and whenever the host is serialized or posts are queued: with `host` and no "
-                     "`MPISHIM_PROGRESS`, the policy is `global`).",
+                     "the host's blocking call, at the host's speed, with its errors; set it on every rank (the "
+                     "ranks agree on `nonblocking` otherwise, and whenever the host is serialized or posts are "
+                     "queued: with `host` and no `MPISHIM_PROGRESS`, the policy is `global`).",
     [MSH_CFG_FABRIC] = "Experimental. Gives every VCI a lane of its own outside the host, so that threads on "
                        "different VCIs share no lock: a UCX worker (`ucx`) or a libfabric endpoint, completion "
                        "queue and address vector (`shm`, `tcp`, `verbs`). The lane carries the point-to-point "

@@ -109,10 +109,7 @@ static inline msh_request *msh_post_begin(msh_vci *v)
     return msh_post_locked(v);
 }
 
-/* The two outcomes of a message-rate post, inline in msh_post_commit (and
- * used by msh_post_commit_rest for the same outcomes): pending, tracked by
- * the transport; or a send finished inside its post, for which the shared
- * request stands (MSH_REQ_SENT_IDX), nothing to retire later. */
+/* A post's counts for MPISHIM_STATS. */
 static inline void msh_count_post(msh_vci *v, int kind)
 {
     if (kind == MSH_KIND_SEND)
@@ -123,6 +120,10 @@ static inline void msh_count_post(msh_vci *v, int kind)
         v->st.colls++;
 }
 
+/* The two outcomes of a message-rate post, inline in msh_post_commit (and
+ * used by msh_post_commit_rest for the same outcomes): pending, tracked by
+ * the transport; or a send finished inside its post, for which the shared
+ * request stands (MSH_REQ_SENT_IDX), nothing to retire later. */
 static inline int msh_commit_pending(msh_vci *v, msh_request *r, int kind, MPI_Request *handle)
 {
     atomic_store_explicit(&r->state, MSH_REQ_PENDING, memory_order_relaxed);
