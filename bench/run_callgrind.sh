@@ -79,10 +79,12 @@ prefix_of() {
     esac
 }
 
-# count HOST CONFIG N: runs one measurement; prints "shim progress all"
-# (instructions summed over both ranks).
-count() {
-    local host=$1 cfg=$2 n=$3 dir=$work/$1-$2-$3
+# run_cg HOST CONFIG DIR N [CALLGRIND OPTION...]: multirate (N timed
+# windows) under callgrind, one file per process and thread in DIR; returns
+# 1, having said why, if the run failed.
+run_cg() {
+    local host=$1 cfg=$2 dir=$3 n=$4
+    shift 4
     mkdir -p "$dir"
     # shellcheck disable=SC1090
     . "$build/$host/host.env"
@@ -91,13 +93,19 @@ count() {
     [ "$HOST_FLAVOR" = openmpi ] || flags=()
     prefix_of "$host" "$cfg"
     if ! timeout -k 10 900 "$MPIRUN" "${flags[@]}" -np 2 "${pre[@]}" valgrind -q --tool=callgrind \
-            --separate-threads=yes --callgrind-out-file="$dir/cg.%p" \
+            --separate-threads=yes "$@" --callgrind-out-file="$dir/cg.%p" \
             "$build/$host/bench/multirate" -t 1 -s 8 -w "$W" -i "$n" -q > "$dir/out" 2>&1; then
-        echo "run_callgrind: $host $cfg N=$n failed:" >&2
+        echo "run_callgrind: $host $cfg N=$n $* failed:" >&2
         tail -5 "$dir/out" >&2
-        echo "NaN NaN NaN"
-        return
+        return 1
     fi
+}
+
+# count HOST CONFIG N: runs one measurement; prints "shim progress all"
+# (instructions summed over both ranks).
+count() {
+    local host=$1 cfg=$2 n=$3 dir=$work/$1-$2-$3
+    run_cg "$host" "$cfg" "$dir" "$n" || { echo "NaN NaN NaN"; return; }
     local f shim=0 prg=0 all=0 mine tot
     for f in "$dir"/cg.*; do
         read -r mine tot < <(awk -f "$here/callgrind-objects.awk" "$f" |
@@ -122,21 +130,7 @@ per_msg() { # per_msg A1 A2: (A2 - A1) / messages, or NaN
 # call runs on one side, or on both, as the program makes it).
 per_call() {
     local host=$1 cfg=$2 call=$3 dir=$work/calls-$1-$2-$3
-    mkdir -p "$dir"
-    # shellcheck disable=SC1090
-    . "$build/$host/host.env"
-    # shellcheck disable=SC2206
-    local -a flags=($MPIRUN_FLAGS)
-    [ "$HOST_FLAVOR" = openmpi ] || flags=()
-    prefix_of "$host" "$cfg"
-    if ! timeout -k 10 900 "$MPIRUN" "${flags[@]}" -np 2 "${pre[@]}" valgrind -q --tool=callgrind \
-            --separate-threads=yes --toggle-collect="$call" --callgrind-out-file="$dir/cg.%p" \
-            "$build/$host/bench/multirate" -t 1 -s 8 -w "$W" -i "$N2" -q > "$dir/out" 2>&1; then
-        echo "run_callgrind: $host $cfg $call failed:" >&2
-        tail -5 "$dir/out" >&2
-        echo "NaN NaN NaN NaN"
-        return
-    fi
+    run_cg "$host" "$cfg" "$dir" "$N2" --toggle-collect="$call" || { echo "NaN NaN NaN NaN"; return; }
     # multirate runs 10 untimed windows before the N2 timed ones.
     cat "$dir"/cg.* | awk -f "$here/callgrind-objects.awk" | awk -v m="$(((N2 + 10) * W))" '
         $2 ~ /libmpishim\.so$/ { s += $1; next }
