@@ -124,6 +124,31 @@ typedef struct {
     MPI_Group group;
 } create_arg;
 
+/* Whether group has members outside comm's (local) group, which makes
+ * MPI_Comm_create and MPI_Comm_create_group erroneous. MPICH refuses it with
+ * MPI_ERR_GROUP; Open MPI 4.1 makes a communicator whose outside members
+ * never join (create) or crashes (create_group); and the shim's own
+ * agreement on the new communicator, collective over its members, would
+ * wait for them forever. So the shim refuses it as MPICH does, before the
+ * host sees the call: every member passes the same group, so all refuse.
+ * Handles the host refuses (null group, null communicator) are left to it. */
+static int group_outside(MPI_Comm comm, MPI_Group group)
+{
+    if (!msh_on() && !msh_part_layer_on())
+        return 0; /* nothing of the shim's is collective over the new one */
+    MPI_Group local, extra;
+    int n = 0;
+    if (group == MPI_GROUP_NULL || group == MPI_GROUP_EMPTY || comm == MPI_COMM_NULL ||
+        PMPI_Comm_group(comm, &local) != MPI_SUCCESS)
+        return 0;
+    if (PMPI_Group_difference(group, local, &extra) == MPI_SUCCESS) {
+        PMPI_Group_size(extra, &n);
+        PMPI_Group_free(&extra);
+    }
+    PMPI_Group_free(&local);
+    return n > 0;
+}
+
 static int create_again(const void *arg, MPI_Comm *out)
 {
     const create_arg *a = arg;
@@ -132,6 +157,11 @@ static int create_again(const void *arg, MPI_Comm *out)
 
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
+    if (MSH_UNLIKELY(group_outside(comm, group))) {
+        if (newcomm)
+            *newcomm = MPI_COMM_NULL;
+        return msh_comm_error(comm, MPI_ERR_GROUP);
+    }
     create_arg a = { comm, group };
     MSH_CTOR_TWIN(PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, create_again,
                   &a);
@@ -151,6 +181,11 @@ static int create_group_twin(const void *arg, MPI_Comm *out)
 
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
+    if (MSH_UNLIKELY(group_outside(comm, group))) {
+        if (newcomm)
+            *newcomm = MPI_COMM_NULL;
+        return msh_comm_error(comm, MPI_ERR_GROUP);
+    }
     create_group_arg a = { comm, group, tag };
     MSH_CTOR_TWIN(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL,
                   MPI_INFO_NULL, create_group_twin, &a);

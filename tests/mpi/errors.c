@@ -97,6 +97,53 @@ static void classes(void)
     test_step = "classes done";
 }
 
+/* A group with members outside the communicator is erroneous in
+ * MPI_Comm_create and MPI_Comm_create_group. MPICH refuses the first with
+ * MPI_ERR_GROUP; Open MPI 4.1 makes a communicator whose outside members
+ * never join, and both hosts crash in the second. Under the shim both are
+ * refused with MPI_ERR_GROUP on every member, before anything is made (the
+ * shim agrees on every new communicator over it, which would wait for the
+ * members that never come), and the communicator still works after. */
+static void constructor_groups(void)
+{
+    MPI_Comm half, made = MPI_COMM_NULL;
+    MPI_Group world_group;
+    int shim = test_shim_call("mpishim_active");
+    CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &half));
+    CHECK_MPI(MPI_Comm_set_errhandler(half, MPI_ERRORS_RETURN));
+    CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &world_group));
+#if defined(MPICH)
+    int host_refuses = 1;
+#else
+    int host_refuses = 0;
+#endif
+    if (shim || host_refuses) {
+        EXPECT(MPI_Comm_create(half, world_group, &made), MPI_ERR_GROUP,
+               "Comm_create with a group larger than the communicator");
+        CHECK(made == MPI_COMM_NULL, "Comm_create refused, yet gave a communicator");
+    }
+    if (shim) {
+        EXPECT(MPI_Comm_create_group(half, world_group, 7, &made), MPI_ERR_GROUP,
+               "Comm_create_group with a group larger than the communicator");
+        CHECK(made == MPI_COMM_NULL, "Comm_create_group refused, yet gave a communicator");
+    }
+    /* a subset is still accepted, and the refusals left nothing behind */
+    MPI_Group half_group;
+    int hrank = -1, hsize = 0, sum = 0;
+    CHECK_MPI(MPI_Comm_group(half, &half_group));
+    test_step = "Comm_create with the communicator's own group after refusals";
+    CHECK_MPI(MPI_Comm_create(half, half_group, &made));
+    CHECK(made != MPI_COMM_NULL, "Comm_create with its own group gave MPI_COMM_NULL");
+    test_rank_size(made, &hrank, &hsize);
+    CHECK_MPI(MPI_Allreduce(&hrank, &sum, 1, MPI_INT, MPI_SUM, made));
+    CHECK(sum == hsize * (hsize - 1) / 2, "Allreduce on the made communicator: %d", sum);
+    CHECK_MPI(MPI_Comm_free(&made));
+    CHECK_MPI(MPI_Group_free(&half_group));
+    CHECK_MPI(MPI_Group_free(&world_group));
+    CHECK_MPI(MPI_Comm_free(&half));
+    test_step = "constructor groups done";
+}
+
 static void error_strings(void)
 {
     static const int cls[] = {MPI_SUCCESS, MPI_ERR_RANK, MPI_ERR_TAG, MPI_ERR_COMM,
@@ -262,6 +309,7 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Errhandler_free(&eh));
 
     classes();
+    constructor_groups();
     error_strings();
     user_handler();
 
