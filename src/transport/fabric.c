@@ -1014,7 +1014,7 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
 static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req *treq)
 {
     int tsize;
-    if ((m->mode != MSH_TP_SEND && m->mode != MSH_TP_RSEND) || f->closed || f->bl_head[BL_TX] ||
+    if (!msh_lane_at_once_mode(m->mode) || f->closed || f->bl_head[BL_TX] ||
         !msh_lane_named_size(&f->named, m->dt, &tsize))
         return 0;
     size_t len = (size_t)m->count * (size_t)tsize;
@@ -1053,7 +1053,7 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq
     }
     fab_req *r = NULL;
     rc = msh_lane_check(m, fc);
-    if (rc == MPI_SUCCESS && !send_at_once(f, fc, m, treq))
+    if (rc == MPI_SUCCESS && !(msh_lane_at_once_mode(m->mode) && send_at_once(f, fc, m, treq)))
         rc = new_req(f, fc, m, 0, treq, &r);
     if (rc == MPI_SUCCESS) {
         tp->carried++;

@@ -406,6 +406,13 @@ static inline int msh_lane_check(const msh_tp_msg *m, const msh_lane_comm *lc)
     return msh_lane_check_peer(lc, m->peer, m->tag, recv);
 }
 
+/* The modes a lane may finish inside the post, with no request of its own
+ * (standard and ready sends): tested before the try is called, so that a
+ * receive's post pays one compare for it. */
+static inline int msh_lane_at_once_mode(msh_tp_mode mode)
+{
+    return mode == MSH_TP_SEND || mode == MSH_TP_RSEND;
+}
 /* A carried operation's post or init ended with rc: an error is the
  * lane's own, still to be raised (msh_tp.unraised). */
 static inline int msh_lane_posted(msh_tp *tp, int rc)

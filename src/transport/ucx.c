@@ -474,7 +474,7 @@ static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persist
 static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq)
 {
     int tsize;
-    if ((m->mode != MSH_TP_SEND && m->mode != MSH_TP_RSEND) || f->closed ||
+    if (!msh_lane_at_once_mode(m->mode) || f->closed ||
         !msh_lane_named_size(&f->named, m->dt, &tsize))
         return 0;
     ucp_ep_h ep = ep_to(f, lc->world[m->peer]);
@@ -509,7 +509,7 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
     }
     ux_req *r = NULL;
     rc = msh_lane_check(m, lc);
-    if (rc == MPI_SUCCESS && !send_at_once(f, lc, m, treq))
+    if (rc == MPI_SUCCESS && !(msh_lane_at_once_mode(m->mode) && send_at_once(f, lc, m, treq)))
         rc = new_req(f, lc, m, 0, treq, &r);
     if (rc == MPI_SUCCESS) {
         tp->carried++;
