@@ -1,8 +1,8 @@
 /* Communicator ids for the partitioned layer (see channel.h). */
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "core/htab.h"
 #include "core/runtime.h"
 #include "partitioned/cid.h"
 #include "vci/vci.h"
@@ -14,13 +14,14 @@
  * before, so ids never repeat in the job. No hidden constructor runs
  * inside a user's constructor. */
 typedef struct pcomm {
-    MPI_Comm user;
+    msh_hent h; /* keyed by the communicator handle */
     long long id;
 } pcomm;
 
-static pthread_mutex_t pc_lock = PTHREAD_MUTEX_INITIALIZER;
-static pcomm *pcs;
-static int npcs, cappcs;
+/* One entry per live communicator, looked up by MPI_Psend_init and
+ * MPI_Precv_init and removed by MPI_Comm_free: a hash table, since a
+ * program may hold many thousands (a list made every free a scan). */
+static msh_htab pcs = MSH_HTAB_INIT;
 static _Atomic unsigned next_cseq;
 static int cid_on; /* between msh_part_cid_init and msh_part_cid_fini */
 
@@ -58,22 +59,19 @@ static int agree_cid(MPI_Comm c, long long *id)
 
 int msh_part_cid_put(MPI_Comm c, long long id)
 {
-    pthread_mutex_lock(&pc_lock);
-    if (npcs == cappcs) {
-        int ncap = cappcs ? 2 * cappcs : 16;
-        pcomm *n = realloc(pcs, sizeof *n * (size_t)ncap);
-        if (!n) {
-            pthread_mutex_unlock(&pc_lock);
-            return MPI_ERR_NO_MEM;
-        }
-        pcs = n;
-        cappcs = ncap;
-    }
-    pcs[npcs].user = c;
-    pcs[npcs].id = id;
-    npcs++;
-    pthread_mutex_unlock(&pc_lock);
-    return MPI_SUCCESS;
+    pcomm *p = malloc(sizeof *p);
+    if (!p)
+        return MPI_ERR_NO_MEM;
+    p->h.key = msh_handle_key(&c, sizeof c);
+    p->id = id;
+    /* A handle the program freed without the shim seeing it (by a path it
+     * does not intercept) may come back for a new communicator: the new
+     * id replaces the old. */
+    free(msh_htab_remove(&pcs, p->h.key));
+    int rc = msh_htab_insert(&pcs, &p->h);
+    if (rc != MPI_SUCCESS)
+        free(p);
+    return rc;
 }
 
 int msh_part_comm_add(MPI_Comm c)
@@ -89,29 +87,19 @@ int msh_part_comm_add(MPI_Comm c)
 
 int msh_part_cid_find(MPI_Comm c, long long *id)
 {
-    int found = 0;
-    pthread_mutex_lock(&pc_lock);
-    for (int i = npcs - 1; i >= 0; i--)
-        if (pcs[i].user == c) {
-            *id = pcs[i].id;
-            found = 1;
-            break;
-        }
-    pthread_mutex_unlock(&pc_lock);
-    return found;
+    /* Not concurrent with c's removal: MPI forbids freeing a communicator
+     * while another call uses it. */
+    const pcomm *p = (const pcomm *)msh_htab_lookup(&pcs, msh_handle_key(&c, sizeof c));
+    if (p)
+        *id = p->id;
+    return p != NULL;
 }
 
 void msh_part_comm_del(MPI_Comm c)
 {
     /* Channels keep their id and world ranks: nothing else to undo, also
      * for channels still alive on c. */
-    pthread_mutex_lock(&pc_lock);
-    for (int i = npcs - 1; i >= 0; i--)
-        if (pcs[i].user == c) {
-            pcs[i] = pcs[--npcs];
-            break;
-        }
-    pthread_mutex_unlock(&pc_lock);
+    free(msh_htab_remove(&pcs, msh_handle_key(&c, sizeof c)));
 }
 
 int msh_part_cid_init(void)
@@ -121,12 +109,14 @@ int msh_part_cid_init(void)
     return rc == MPI_SUCCESS ? msh_part_cid_put(MPI_COMM_SELF, MSH_PART_CID_SELF) : rc;
 }
 
+static void drop_entry(msh_hent *e, void *arg)
+{
+    (void)arg;
+    free(e);
+}
+
 void msh_part_cid_fini(void)
 {
     cid_on = 0;
-    pthread_mutex_lock(&pc_lock);
-    free(pcs);
-    pcs = NULL;
-    npcs = cappcs = 0;
-    pthread_mutex_unlock(&pc_lock);
+    msh_htab_drain(&pcs, drop_entry, NULL);
 }
