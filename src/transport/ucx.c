@@ -294,17 +294,23 @@ static void progress(ux_tp *f)
 
 /* ------------------------------------------------------------ posting */
 
-static ucp_ep_h ep_to(ux_tp *f, int world)
+/* An endpoint is made on the first send to its peer (out of line), then
+ * read on every send (inline). */
+static ucp_ep_h ep_make(ux_tp *f, int world)
 {
-    if (!f->ep[world]) {
-        ucp_ep_params_t p = {
-            .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
-            .address = (const ucp_address_t *)(f->addrs + (size_t)world * f->alen),
-        };
-        if (job.ep_create(f->w, &p, &f->ep[world]) != UCS_OK)
-            f->ep[world] = NULL;
-    }
+    ucp_ep_params_t p = {
+        .field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS,
+        .address = (const ucp_address_t *)(f->addrs + (size_t)world * f->alen),
+    };
+    if (job.ep_create(f->w, &p, &f->ep[world]) != UCS_OK)
+        f->ep[world] = NULL;
     return f->ep[world];
+}
+
+static inline ucp_ep_h ep_to(ux_tp *f, int world)
+{
+    ucp_ep_h ep = f->ep[world];
+    return MSH_LIKELY(ep != NULL) ? ep : ep_make(f, world);
 }
 
 static inline uint64_t match_tag(const msh_lane_comm *lc, int source, int tag)
