@@ -172,7 +172,10 @@ static const char *const docs[] = {
                      "so a thread waiting in a collective sleeps instead of spinning in the host; an error that the "
                      "host's blocking call finds and its nonblocking twin does not is then not reported (MPICH 4.0: "
                      "`MPI_Alltoall` with receive counts shorter than what is sent returns `MPI_ERR_TRUNCATE` "
-                     "blocking, success as `MPI_Ialltoall` plus a wait; an erroneous program either way). `host`: "
+                     "blocking, success as `MPI_Ialltoall` plus a wait), and a mismatch the blocking call survives "
+                     "may hang as the nonblocking twin does (Open MPI 4.1: `MPI_Reduce` with counts that differ "
+                     "between ranks returns, `MPI_Ireduce` plus a wait never does); erroneous programs either "
+                     "way. `host`: "
                      "the host's blocking call, at the host's speed, with its errors; set it on every rank (the "
                      "ranks agree on `nonblocking` otherwise, and whenever the host is serialized or posts are "
                      "queued: with `host` and no `MPISHIM_PROGRESS`, the policy is `global`).",
