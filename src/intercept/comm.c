@@ -153,6 +153,16 @@ static int group_outside(MPI_Comm comm, MPI_Group group)
     return n > 0;
 }
 
+/* The refusal, through comm's handler, or MPI_SUCCESS to go on. */
+static int refuse_outside(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
+{
+    if (MSH_LIKELY(!group_outside(comm, group)))
+        return MPI_SUCCESS;
+    if (newcomm)
+        *newcomm = MPI_COMM_NULL;
+    return msh_comm_error(comm, MPI_ERR_GROUP);
+}
+
 static int create_again(const void *arg, MPI_Comm *out)
 {
     const create_arg *a = arg;
@@ -162,11 +172,9 @@ static int create_again(const void *arg, MPI_Comm *out)
 MSH_EXPORT int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm)
 {
 #if !defined(MPICH) /* MPICH refuses it itself */
-    if (MSH_UNLIKELY(group_outside(comm, group))) {
-        if (newcomm)
-            *newcomm = MPI_COMM_NULL;
-        return msh_comm_error(comm, MPI_ERR_GROUP);
-    }
+    int refused = refuse_outside(comm, group, newcomm);
+    if (refused != MPI_SUCCESS)
+        return refused;
 #endif
     create_arg a = { comm, group };
     MSH_CTOR_TWIN(PMPI_Comm_create(comm, group, newcomm), newcomm, MPI_COMM_NULL, MPI_INFO_NULL, create_again,
@@ -187,11 +195,9 @@ static int create_group_twin(const void *arg, MPI_Comm *out)
 
 MSH_EXPORT int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm *newcomm)
 {
-    if (MSH_UNLIKELY(group_outside(comm, group))) {
-        if (newcomm)
-            *newcomm = MPI_COMM_NULL;
-        return msh_comm_error(comm, MPI_ERR_GROUP);
-    }
+    int refused = refuse_outside(comm, group, newcomm);
+    if (refused != MPI_SUCCESS)
+        return refused;
     create_group_arg a = { comm, group, tag };
     MSH_CTOR_TWIN(PMPI_Comm_create_group(comm, group, tag, newcomm), newcomm, MPI_COMM_NULL,
                   MPI_INFO_NULL, create_group_twin, &a);
