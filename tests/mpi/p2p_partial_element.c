@@ -9,23 +9,33 @@
  * A message of whole basic elements (shorter than the receive) is fine on
  * both, its data at the type's displacements. Rank 1 sends n bytes; rank 0
  * receives 2 elements of an indexed type of ints with gaps (lane: packed
- * and unpacked by the shim), or of a struct {double; gap; int}, through
- * MPI_Recv and MPI_Irecv + MPI_Wait. */
+ * and unpacked by the shim), of a struct {double; gap; int}, or of a
+ * vector of two structs {4 ints; 8 doubles} 88 bytes apart (the struct
+ * itself has no gaps: MPICH 4.0's MPI_Get_elements miscounts its doubles,
+ * so a check built on it refused whole messages), through MPI_Recv and
+ * MPI_Irecv + MPI_Wait. */
 #include "testutil.h"
 
 static int rank, failures;
 
+enum { INDEXED, STRUCT, VECTOR };
+static const char *const type_name[] = { "an indexed type", "a struct", "a vector of structs" };
+
 struct one_case {
     int bytes;
     int whole; /* whole basic elements: accepted by both hosts */
-    int is_struct;
+    int type;
 };
 
 static const struct one_case cases[] = {
-    { 3, 0, 0 }, { 6, 0, 0 }, { 8, 1, 0 }, { 16, 1, 0 }, { 17, 0, 0 },
-    { 10, 0, 1 }, { 12, 1, 1 }, { 2, 0, 1 },
+    { 3, 0, INDEXED }, { 6, 0, INDEXED }, { 8, 1, INDEXED }, { 16, 1, INDEXED }, { 17, 0, INDEXED },
+    { 10, 0, STRUCT }, { 12, 1, STRUCT }, { 2, 0, STRUCT },
+    /* one whole struct; then 1 or 4 ints of the second; then half a double */
+    { 80, 1, VECTOR }, { 84, 1, VECTOR }, { 96, 1, VECTOR }, { 82, 0, VECTOR }, { 100, 0, VECTOR },
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
+
+static unsigned char src[128];
 
 static void expect(int rc, const MPI_Status *st, const struct one_case *c, const char *how, const int *got)
 {
@@ -42,7 +52,13 @@ static void expect(int rc, const MPI_Status *st, const struct one_case *c, const
      * receive last used its internal request (see p2p_trunc_count); the
      * shim reports 0, what was delivered. */
     int ok = refused ? cls == MPI_ERR_TRUNCATE : (rc == MPI_SUCCESS && bytes == c->bytes);
-    if (ok && !refused && c->whole && !c->is_struct) {
+    if (ok && !refused && c->whole && c->type == VECTOR) {
+        /* the first struct's 80 bytes at 0, the rest at the second's (88) */
+        const unsigned char *g = (const unsigned char *)got;
+        ok = memcmp(g, src, 80) == 0 && memcmp(g + 88, src + 80, (size_t)c->bytes - 80) == 0 &&
+             g[88 + c->bytes - 80] == 0;
+    }
+    if (ok && !refused && c->whole && c->type == INDEXED) {
         /* the ints sent land at the indexed displacements 4 and 8 */
         int want0, want1;
         unsigned char b[8];
@@ -54,7 +70,7 @@ static void expect(int rc, const MPI_Status *st, const struct one_case *c, const
     }
     if (!ok) {
         fprintf(stderr, "rank %d: %s of %d bytes into %s: rc class %d, %d bytes counted (expected %s)\n", rank, how,
-                c->bytes, c->is_struct ? "a struct" : "an indexed type", cls, bytes,
+                c->bytes, type_name[c->type], cls, bytes,
                 refused ? "MPI_ERR_TRUNCATE" : "success with the bytes sent, data in place");
         failures++;
     }
@@ -78,8 +94,13 @@ int main(int argc, char **argv)
     MPI_Datatype st[2] = { MPI_DOUBLE, MPI_INT };
     CHECK_MPI(MPI_Type_create_struct(2, sbl, sd, st, &str));
     CHECK_MPI(MPI_Type_commit(&str));
-    unsigned char src[64];
-    for (int i = 0; i < 64; i++)
+    int vbl[2] = { 4, 8 };
+    MPI_Aint vd[2] = { 0, 16 };
+    MPI_Datatype vt[2] = { MPI_INT, MPI_DOUBLE }, vs, vec;
+    CHECK_MPI(MPI_Type_create_struct(2, vbl, vd, vt, &vs));
+    CHECK_MPI(MPI_Type_create_hvector(2, 1, 88, vs, &vec));
+    CHECK_MPI(MPI_Type_commit(&vec));
+    for (int i = 0; i < (int)sizeof src; i++)
         src[i] = (unsigned char)(i + 1);
     if (size >= 2 && rank < 2)
         for (int k = 0; k < NCASES; k++)
@@ -90,11 +111,11 @@ int main(int argc, char **argv)
                     CHECK_MPI(MPI_Send(src, c->bytes, MPI_BYTE, 0, tag, MPI_COMM_WORLD));
                     continue;
                 }
-                int got[64];
+                int got[96]; /* two vectors of structs: 2 x 168 bytes */
                 memset(got, 0, sizeof got);
                 MPI_Status s;
                 int rc;
-                MPI_Datatype t = c->is_struct ? str : idx;
+                MPI_Datatype t = c->type == STRUCT ? str : c->type == VECTOR ? vec : idx;
                 if (nb) {
                     MPI_Request r;
                     CHECK_MPI(MPI_Irecv(got, 2, t, 1, tag, MPI_COMM_WORLD, &r));
@@ -106,6 +127,8 @@ int main(int argc, char **argv)
             }
     CHECK_MPI(MPI_Type_free(&idx));
     CHECK_MPI(MPI_Type_free(&str));
+    CHECK_MPI(MPI_Type_free(&vs));
+    CHECK_MPI(MPI_Type_free(&vec));
     int all = 0;
     CHECK_MPI(MPI_Allreduce(&failures, &all, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
     CHECK(all == 0, "%d receives reported what their host does not", all);
