@@ -15,6 +15,7 @@
 #include "core/config.h"
 #include "core/log.h"
 #include "sync/wait.h"
+#include "transport/lane.h"
 #include "mpishim.h"
 
 _Atomic int msh_part_nlive;
@@ -290,9 +291,11 @@ static void unpack_after(msh_part *p, int m)
             all = atomic_load_explicit(&p->msg[k].done, memory_order_relaxed);
         if (!all)
             continue;
-        int pos = 0, rc = PMPI_Unpack(p->stage + lo, (int)(hi - lo), &pos,
-                                      p->buf + (MPI_Aint)i * p->count * p->extent, (int)((hi - lo) / p->tsize),
-                                      p->dtype, msh_part_datac);
+        /* The lanes' unpack: a send shorter than the receive may end inside
+         * an element, whose bytes that came land as a receive's would
+         * (MPI_Unpack takes whole elements only, or refuses, on Open MPI). */
+        int rc = msh_lane_unpack(p->stage + lo, (size_t)(hi - lo), p->buf + (MPI_Aint)i * p->count * p->extent,
+                                 p->dtype);
         if (rc != MPI_SUCCESS && p->err == MPI_SUCCESS)
             p->err = rc;
         /* release: the partition's data is in the user's buffer */

@@ -5,7 +5,11 @@
  *    V(n) = MPI_Type_vector(n, 1, 2, MPI_INT) or n contiguous MPI_INTs:
  *      17 x V(33) -> 33 x V(17),   33 x V(17) -> 17 x V(33),
  *      17 x 33 MPI_INT -> 33 x V(17),   33 x V(17) -> 17 x 33 MPI_INT
- *    (the sender's partitions end inside the receiver's elements). The
+ *    (the sender's partitions end inside the receiver's elements), and
+ *      17 x 33 MPI_INT -> 17 x V(34)
+ *    (a receive longer than the send: its last element gets 17 of its 34
+ *    ints, the rest stays untouched; MPICH's own layer refuses sizes that
+ *    differ, so not run there). The
  *    receiver polls MPI_Parrived and checks each partition as soon as it
  *    is reported, then the whole buffer after MPI_Wait: data, the ints
  *    outside the type map untouched, the count (MPI_Get_count).
@@ -90,12 +94,19 @@ static void layouts(void)
         {{33, 17, 1}, {17, 33, 1}},
         {{17, 33, 0}, {33, 17, 1}},
         {{33, 17, 1}, {17, 33, 0}},
+        {{17, 33, 0}, {17, 34, 1}},
     };
+    const int nlay = (int)(sizeof lay / sizeof lay[0]);
     int *sbuf = malloc(sizeof(int) * BUFN), *rbuf = malloc(sizeof(int) * BUFN);
     char *used = malloc(BUFN);
     CHECK(sbuf && rbuf && used, "malloc");
-    for (int l = 0; l < 4; l++) {
+    for (int l = 0; l < nlay; l++) {
         struct side sd = lay[l][0], rv = lay[l][1];
+        /* MPICH 4.0's own layer fails a pair whose sizes differ
+         * (MPI_ERR_OTHER, after delivering the data); the shim's delivers
+         * what came and succeeds, as a receive longer than its message. */
+        if (sd.parts * sd.n != rv.parts * rv.n && test_native_mpich40())
+            continue;
         char name[64];
         snprintf(name, sizeof name, "%d x %s%d -> %d x %s%d", sd.parts, sd.vec ? "V" : "int*", sd.n, rv.parts,
                  rv.vec ? "V" : "int*", rv.n);
@@ -129,7 +140,7 @@ static void layouts(void)
                     continue;
                 seen[p] = 1;
                 nleft--;
-                for (int k = p * rv.n; k < (p + 1) * rv.n; k++)
+                for (int k = p * rv.n; k < (p + 1) * rv.n && k < TOTAL; k++)
                     CHECK(rbuf[pos_of(rv, k)] == word(peer, l, k),
                           "%s: partition %d reported arrived, int %d is %d, expected %d", name, p, k,
                           rbuf[pos_of(rv, k)], word(peer, l, k));
@@ -139,9 +150,12 @@ static void layouts(void)
         CHECK(rc == MPI_SUCCESS, "%s: receive failed (error %d)", name, rc);
         CHECK_MPI(MPI_Wait(&s, MPI_STATUS_IGNORE));
         int n = -1;
-        CHECK_MPI(MPI_Get_count(&st, rt, &n));
-        CHECK(n == rv.parts * (rv.vec ? 1 : rv.n), "%s: count %d, expected %d", name, n,
-              rv.parts * (rv.vec ? 1 : rv.n));
+        CHECK_MPI(MPI_Get_count(&st, MPI_INT, &n));
+        CHECK(n == TOTAL, "%s: count %d ints, expected %d", name, n, TOTAL);
+        if (rv.vec && TOTAL % rv.n == 0) { /* whole elements of the receive type */
+            CHECK_MPI(MPI_Get_count(&st, rt, &n));
+            CHECK(n == TOTAL / rv.n, "%s: count %d, expected %d", name, n, TOTAL / rv.n);
+        }
         for (int i = 0; i < BUFN; i++)
             if (!used[i])
                 CHECK(rbuf[i] == SENT, "%s: int %d outside the type map written (%d)", name, i, rbuf[i]);
