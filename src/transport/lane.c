@@ -505,34 +505,37 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, MPI_Count count, MPI_Datatype d
 }
 
 /* The last element of a message shorter than its receive: only the rem
- * bytes that came may land in the user's buffer. The element is unpacked
- * into two scratch copies of its span, one filled with 0x00 and padded
- * with 0x00, the other filled and padded with 0xff: a byte the two agree
- * on came in the message, and only those are written (bytes outside the
- * type map, or from the padding, differ and are never touched: another
- * thread may own them). */
+ * bytes that came may land in the user's buffer. MPICH's unpack writes
+ * whole basic elements only (msh_lane_unpack refused a partial one there),
+ * so the element is unpacked straight into the buffer. Open MPI's refuses
+ * a short input: the element as the buffer holds it now is packed, its
+ * first rem bytes replaced by the message's, and the whole unpacked back,
+ * so that the rest of the element is written with the values it had
+ * (bytes the receive owns until it completes), never bytes outside the
+ * type map; it costs the element's size, not its span, which a derived
+ * type may make far larger. */
 static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, MPI_Count tsize)
 {
-    MPI_Aint lb = 0, extent = 0;
-    PMPI_Type_get_true_extent(dt, &lb, &extent);
-    char *pad = malloc(2 * (size_t)tsize), *s = malloc(2 * (size_t)extent + 1);
-    if (pad && s && extent > 0) {
-        /* addresses as integers: elem may be MPI_BOTTOM's (absolute addresses) */
-        char *s1 = s, *s2 = s + extent, *base = (char *)(elem + (uintptr_t)lb);
-        memcpy(pad, part, rem);
-        memset(pad + rem, 0x00, (size_t)tsize - rem);
-        memcpy(pad + tsize, part, rem);
-        memset(pad + tsize + rem, 0xff, (size_t)tsize - rem);
-        memset(s1, 0x00, (size_t)extent);
-        memset(s2, 0xff, (size_t)extent);
-        if (unpack(pad, tsize, (void *)((uintptr_t)s1 - (uintptr_t)lb), 1, dt) == MPI_SUCCESS &&
-            unpack(pad + tsize, tsize, (void *)((uintptr_t)s2 - (uintptr_t)lb), 1, dt) == MPI_SUCCESS)
-            for (MPI_Aint i = 0; i < extent; i++)
-                if (s1[i] == s2[i])
-                    base[i] = s1[i];
+    void *at = (void *)elem;
+    MPI_Count one = 1;
+    MPI_Datatype t = dt, shifted;
+    if (from_bottom(&at, &one, &t, &shifted) != MPI_SUCCESS)
+        return;
+#if defined(MPICH)
+    (void)tsize;
+    MPI_Count pos = 0;
+    PMPI_Unpack_c(part, (MPI_Count)rem, &pos, at, one, t, MPI_COMM_WORLD);
+#else
+    char *whole = malloc((size_t)tsize);
+    MPI_Count pos = 0;
+    if (whole && pack(at, one, t, whole, tsize, &pos) == MPI_SUCCESS && pos == tsize) {
+        memcpy(whole, part, rem);
+        unpack(whole, tsize, at, one, t);
     }
-    free(pad);
-    free(s);
+    free(whole);
+#endif
+    if (shifted != MPI_DATATYPE_NULL)
+        PMPI_Type_free(&shifted);
 }
 
 /* Whether the rem bytes of a message's last, partial element of dt (at
