@@ -505,29 +505,34 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, MPI_Count count, MPI_Datatype d
 }
 
 /* The last element of a message shorter than its receive: only the rem
- * bytes that came may land in the user's buffer. MPICH's unpack writes
- * whole basic elements only (msh_lane_unpack refused a partial one there),
- * so the element is unpacked straight into the buffer. Open MPI's refuses
- * a short input: the element as the buffer holds it now is packed, its
- * first rem bytes replaced by the message's, and the whole unpacked back,
- * so that the rest of the element is written with the values it had
- * (bytes the receive owns until it completes), never bytes outside the
- * type map; it costs the element's size, not its span, which a derived
- * type may make far larger. */
-static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, MPI_Count tsize)
+ * bytes that came may land in the user's buffer. Whether they all did (0:
+ * the message ends partway through a basic element, which MPICH refuses
+ * in a noncontiguous receive, having written the whole basic elements
+ * before it; Open MPI delivers every byte). MPICH's unpack writes whole
+ * basic elements only, and takes any length for a contiguous type, as
+ * MPICH receives one straight into the buffer: the element is unpacked
+ * there directly. (MPI_Get_elements cannot tell the partial case on
+ * MPICH 4.0: it miscounts the doubles of a struct {4 ints; 8 doubles}.)
+ * Open MPI's unpack refuses a short input: the element as the buffer holds
+ * it now is packed, its first rem bytes replaced by the message's, and the
+ * whole unpacked back, so that the rest of the element is written with the
+ * values it had (bytes the receive owns until it completes), never bytes
+ * outside the type map. Either costs the element's size, not its span,
+ * which a derived type may make far larger. */
+static int unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Datatype dt, MPI_Count tsize)
 {
     void *at = (void *)elem;
-    MPI_Count one = 1;
+    MPI_Count one = 1, pos = 0;
     MPI_Datatype t = dt, shifted;
     if (from_bottom(&at, &one, &t, &shifted) != MPI_SUCCESS)
-        return;
+        return 1;
 #if defined(MPICH)
     (void)tsize;
-    MPI_Count pos = 0;
-    PMPI_Unpack_c(part, (MPI_Count)rem, &pos, at, one, t, MPI_COMM_WORLD);
+    int all = PMPI_Unpack_c(part, (MPI_Count)rem, &pos, at, one, t, MPI_COMM_WORLD) == MPI_SUCCESS &&
+              pos == (MPI_Count)rem;
 #else
+    int all = 1;
     char *whole = malloc((size_t)tsize);
-    MPI_Count pos = 0;
     if (whole && pack(at, one, t, whole, tsize, &pos) == MPI_SUCCESS && pos == tsize) {
         memcpy(whole, part, rem);
         unpack(whole, tsize, at, one, t);
@@ -536,35 +541,7 @@ static void unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Dat
 #endif
     if (shifted != MPI_DATATYPE_NULL)
         PMPI_Type_free(&shifted);
-}
-
-/* Whether the rem bytes of a message's last, partial element of dt (at
- * part) end partway through a basic element: MPICH refuses such a message
- * into a noncontiguous receive (MPI_ERR_TRUNCATE), Open MPI delivers the
- * bytes that came. MPICH's own rule, used here as it is: its unpack takes
- * whole basic elements only, and a receive that unpacked fewer bytes than
- * came fails. (MPI_Get_elements cannot tell: MPICH 4.0 miscounts the
- * doubles of a struct {4 ints; 8 doubles} there.) A contiguous type
- * unpacks every byte, as MPICH receives it straight into the buffer. */
-static int partial_basic_element(const char *part, size_t rem, MPI_Datatype dt)
-{
-#if defined(MPICH)
-    MPI_Aint lb = 0, extent = 0;
-    PMPI_Type_get_true_extent(dt, &lb, &extent);
-    char *s = malloc(extent > 0 ? (size_t)extent : 1);
-    if (!s)
-        return 0; /* unknown: deliver, as Open MPI does */
-    MPI_Count pos = 0;
-    int rc = PMPI_Unpack_c(part, (MPI_Count)rem, &pos, (void *)((uintptr_t)s - (uintptr_t)lb), 1, dt,
-                           MPI_COMM_WORLD);
-    free(s);
-    return rc != MPI_SUCCESS || pos < (MPI_Count)rem;
-#else
-    (void)part;
-    (void)rem;
-    (void)dt;
-    return 0;
-#endif
+    return all;
 }
 
 int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
@@ -575,8 +552,6 @@ int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
         return MPI_SUCCESS;
     MPI_Count n = (MPI_Count)(len / (size_t)tsize), cnt = n;
     size_t rem = len % (size_t)tsize;
-    if (rem && partial_basic_element((const char *)tmp + (size_t)n * (size_t)tsize, rem, dt))
-        return MPI_ERR_TRUNCATE;
     MPI_Aint lb, extent = 0;
     PMPI_Type_get_extent(dt, &lb, &extent);
     MPI_Datatype t = dt, shifted;
@@ -585,9 +560,9 @@ int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
         unpack(tmp, (MPI_Count)len, at, cnt, t);
     if (shifted != MPI_DATATYPE_NULL)
         PMPI_Type_free(&shifted);
-    if (rem)
-        unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem,
-                       (uintptr_t)ubuf + (uintptr_t)((MPI_Aint)n * extent), dt, tsize);
+    if (rem && !unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem,
+                               (uintptr_t)ubuf + (uintptr_t)((MPI_Aint)n * extent), dt, tsize))
+        return MPI_ERR_TRUNCATE;
     return MPI_SUCCESS;
 }
 

@@ -223,8 +223,9 @@ static inline size_t msh_lane_trunc_bytes(size_t got, size_t whole)
 }
 
 /* Unpack len received bytes from tmp into count dt at ubuf; or
- * MPI_ERR_TRUNCATE, nothing unpacked, where the host refuses the message
- * (it ends partway through a basic element: MPICH). */
+ * MPI_ERR_TRUNCATE where the host refuses the message (it ends partway
+ * through a basic element: MPICH, which still writes the whole basic
+ * elements before it, as this does). */
 int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
 
 /* A lane's request starts with this part, which the per-VCI table below
