@@ -294,8 +294,8 @@ static void unpack_after(msh_part *p, int m)
         /* The lanes' unpack: a send shorter than the receive may end inside
          * an element, whose bytes that came land as a receive's would
          * (MPI_Unpack takes whole elements only, or refuses, on Open MPI). */
-        int rc = msh_lane_unpack(p->stage + lo, (size_t)(hi - lo), p->buf + (MPI_Aint)i * p->count * p->extent,
-                                 p->dtype);
+        int rc = msh_lane_unpack_sized(p->stage + lo, (size_t)(hi - lo), p->buf + (MPI_Aint)i * p->count * p->extent,
+                                       p->dtype, p->tsize, p->extent);
         if (rc != MPI_SUCCESS && p->err == MPI_SUCCESS)
             p->err = rc;
         /* release: the partition's data is in the user's buffer */

@@ -544,16 +544,12 @@ static int unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Data
     return all;
 }
 
-int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
+int msh_lane_unpack_sized(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt, MPI_Count tsize, MPI_Aint extent)
 {
-    MPI_Count tsize = 0;
-    PMPI_Type_size_x(dt, &tsize);
     if (tsize <= 0)
         return MPI_SUCCESS;
     MPI_Count n = (MPI_Count)(len / (size_t)tsize), cnt = n;
     size_t rem = len % (size_t)tsize;
-    MPI_Aint lb, extent = 0;
-    PMPI_Type_get_extent(dt, &lb, &extent);
     MPI_Datatype t = dt, shifted;
     void *at = ubuf;
     if (from_bottom(&at, &cnt, &t, &shifted) == MPI_SUCCESS && cnt > 0)
@@ -564,6 +560,15 @@ int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
                                (uintptr_t)ubuf + (uintptr_t)((MPI_Aint)n * extent), dt, tsize))
         return MPI_ERR_TRUNCATE;
     return MPI_SUCCESS;
+}
+
+int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)
+{
+    MPI_Count tsize = 0;
+    MPI_Aint lb, extent = 0;
+    PMPI_Type_size_x(dt, &tsize);
+    PMPI_Type_get_extent(dt, &lb, &extent);
+    return msh_lane_unpack_sized(tmp, len, ubuf, dt, tsize, extent);
 }
 
 /* ------------------------------------------------------------ requests */

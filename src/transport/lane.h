@@ -227,6 +227,9 @@ static inline size_t msh_lane_trunc_bytes(size_t got, size_t whole)
  * through a basic element: MPICH, which still writes the whole basic
  * elements before it, as this does). */
 int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
+/* The same, with dt's size and extent known to the caller (a partitioned
+ * channel unpacks one partition at a time with the same type). */
+int msh_lane_unpack_sized(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt, MPI_Count tsize, MPI_Aint extent);
 
 /* A lane's request starts with this part, which the per-VCI table below
  * manages: the slot that names it in a request word, the engine's
