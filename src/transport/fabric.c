@@ -298,19 +298,19 @@ typedef struct fab_held {
 } fab_held;
 
 typedef struct fab_tp {
-    msh_tp base;
-    msh_tp *host;        /* everything the fabric does not carry */
+    /* The host under it (everything the fabric does not carry), requests
+     * and completions not yet polled, named types; its acknowledgements
+     * in the backlog count as untracked work. */
+    msh_lane_tp l;
     struct fid_domain *dom;
     struct fid_ep *ep;
     struct fid_cq *cq;
     struct fid_av *av;
     fi_addr_t *addr;     /* by world rank */
-    msh_lane_q q;        /* requests and completions not yet polled */
     /* Without FI_PEEK: messages a probe took off the endpoint, oldest
      * first, which receives match before the endpoint's. */
     struct fab_held *held, **held_tail;
     char *bounce;
-    int closed;          /* the endpoint is gone (finalize): nothing moves */
     uint32_t seq;        /* large messages' bulk */
     fab_ctx acks;        /* the standing receive of acknowledgements */
     int acks_posted;
@@ -322,11 +322,10 @@ typedef struct fab_tp {
      * receives) queue apart, so that a receive never waits behind a send
      * that waits for the peer to take its messages (BL_TX, BL_RX). */
     fab_req *bl_head[2], *bl_tail[2];
-    int nacks;           /* acknowledgements in the backlog (not tracked) */
-    msh_lane_named named; /* named types' sizes */
 } fab_tp;
 
 static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
+static inline void set_tracked(fab_tp *f) { msh_lane_set_tracked(&f->l); }
 
 enum { BL_TX, BL_RX };
 
@@ -334,7 +333,7 @@ enum { BL_TX, BL_RX };
 
 static fab_req *req_new(fab_tp *f)
 {
-    fab_req *r = (fab_req *)msh_lane_req_new(&f->q, sizeof *r);
+    fab_req *r = (fab_req *)msh_lane_req_new(&f->l.q, sizeof *r);
     if (r) {
         r->main.req = r->bulk.req = r;
         r->main.which = CTX_MAIN;
@@ -353,12 +352,12 @@ static void drop(msh_lane_req *b)
     r->held = NULL;
 }
 
-static inline void req_free(fab_tp *f, fab_req *r) { msh_lane_req_free(&f->q, &r->b); }
-static inline fab_req *req_of(fab_tp *f, msh_tp_req t) { return (fab_req *)msh_lane_req_of(&f->q, t); }
+static inline void req_free(fab_tp *f, fab_req *r) { msh_lane_req_free(&f->l.q, &r->b); }
+static inline fab_req *req_of(fab_tp *f, msh_tp_req t) { return (fab_req *)msh_lane_req_of(&f->l.q, t); }
 
 /* ------------------------------------------------------------ completions */
 
-static inline void finish(fab_tp *f, fab_req *r) { msh_lane_finish(&f->q, &r->b, f->base.idx); }
+static inline void finish(fab_tp *f, fab_req *r) { msh_lane_finish(&f->l.q, &r->b, f->l.base.idx); }
 
 /* A receive's count and error, its data unpacked (derived types): len
  * bytes arrived of a message of whole bytes (more when truncated). */
@@ -404,14 +403,14 @@ static void send_ack(fab_tp *f, const fab_comm *fc, int src, uint64_t data)
     fab_req *a = req_new(f);
     if (!a) {
         msh_log("fabric: VCI %d: out of memory for an acknowledgement; a synchronous send may hang",
-                f->base.idx);
+                f->l.base.idx);
         return;
     }
     a->op = OP_ACK;
     a->ack_to = to;
     a->ack_tag = seq;
     a->b.active = a->b.orphan = 1; /* nobody waits for it, but it must go (msh_lane_flush) */
-    f->nacks++;
+    f->l.untracked++;
     backlog_add(f, a);
 }
 
@@ -517,7 +516,7 @@ static void hold(fab_tp *f, const struct fi_cq_tagged_entry *e)
     int large = (e->data & DATA_HDR) != 0;
     fab_held *h = malloc(sizeof *h + (large ? 0 : e->len));
     if (!h) {
-        msh_log("fabric: VCI %d: out of memory: a probed message is lost", f->base.idx);
+        msh_log("fabric: VCI %d: out of memory: a probed message is lost", f->l.base.idx);
         return;
     }
     h->next = NULL;
@@ -588,13 +587,13 @@ static void on_recv(fab_tp *f, fab_req *r, uint64_t tag, uint64_t data, size_t l
  * comes meanwhile waits in the provider as unexpected. */
 static void post_acks(fab_tp *f)
 {
-    if (f->closed)
+    if (f->l.closed)
         return;
     ssize_t rc = fi_trecv(f->ep, NULL, 0, NULL, FI_ADDR_UNSPEC, TAG_ACK, 0, &f->acks.f);
     if (rc == 0)
         f->acks_posted = 1;
     else if (rc != -FI_EAGAIN)
-        msh_log("fabric: VCI %d: the receive of acknowledgements failed: error %d", f->base.idx, (int)rc);
+        msh_log("fabric: VCI %d: the receive of acknowledgements failed: error %d", f->l.base.idx, (int)rc);
 }
 
 /* The acknowledgement of the synchronous send in slot seq - 1 came. */
@@ -607,7 +606,7 @@ static void on_ack(fab_tp *f, uint64_t seq)
         if (--r->pending == 0)
             finish(f, r);
     } else {
-        msh_log("fabric: VCI %d: an acknowledgement for no synchronous send (%u)", f->base.idx,
+        msh_log("fabric: VCI %d: an acknowledgement for no synchronous send (%u)", f->l.base.idx,
                 (unsigned)(seq & 0x7fffffffu));
     }
     post_acks(f);
@@ -650,7 +649,7 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
     if (c->which == CTX_ACKS) {
         f->acks_posted = 0;
         if (e->err != FI_ECANCELED)
-            msh_log("fabric: VCI %d: the receive of acknowledgements failed: error %d", f->base.idx, e->err);
+            msh_log("fabric: VCI %d: the receive of acknowledgements failed: error %d", f->l.base.idx, e->err);
         post_acks(f);
         return;
     }
@@ -671,7 +670,7 @@ static void on_error(fab_tp *f, const struct fi_cq_err_entry *e)
                 e->err == FI_ETRUNC ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
     } else {
         r->b.status.MPI_ERROR = MPI_ERR_OTHER;
-        msh_log("fabric: VCI %d: operation failed: error %d", f->base.idx, e->err);
+        msh_log("fabric: VCI %d: operation failed: error %d", f->l.base.idx, e->err);
     }
     if (--r->pending == 0)
         finish(f, r);
@@ -683,7 +682,7 @@ static int drain_backlog(fab_tp *f);
 static int progress(fab_tp *f)
 {
     int total = 0;
-    if (f->closed)
+    if (f->l.closed)
         return 0;
     if (MSH_UNLIKELY(!f->acks_posted))
         post_acks(f);
@@ -694,6 +693,7 @@ static int progress(fab_tp *f)
             return total;
     }
 }
+static int lane_progress(msh_lane_tp *l) { return progress((fab_tp *)l); }
 
 static int read_cq(fab_tp *f)
 {
@@ -730,7 +730,7 @@ static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
     r->ubuf = (void *)(uintptr_t)m->buf;
     r->count = m->count;
     /* a nonblocking send packs at once; the others use the type later */
-    r->dt = msh_lane_type_of(&f->named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
+    r->dt = msh_lane_type_of(&f->l.named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
     r->peer = m->peer;
     r->tag = m->tag;
     r->b.lc = fc;
@@ -740,7 +740,7 @@ static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
 /* The bytes of r's operation (lane.h). */
 static inline int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
 {
-    return msh_lane_req_bytes(&f->named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, buf, len);
+    return msh_lane_req_bytes(&f->l.named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, buf, len);
 }
 
 /* What a receive or probe on fc matches: the source's endpoint (any, for
@@ -887,9 +887,9 @@ static int drain_queue(fab_tp *f, int q)
         if (rc == 1) {
             /* received from a held message */
         } else if (ack) {
-            f->nacks--;
+            f->l.untracked--;
             if (rc)
-                msh_log("fabric: VCI %d: an acknowledgement failed: error %d", f->base.idx, (int)rc);
+                msh_log("fabric: VCI %d: an acknowledgement failed: error %d", f->l.base.idx, (int)rc);
             req_free(f, r);
         } else if (rc) {
             r->b.status.MPI_ERROR = fi_error((int)rc);
@@ -915,7 +915,7 @@ static int bsend(fab_tp *f, fab_req *r)
     if (!c)
         return MPI_ERR_NO_MEM;
     size_t len = 0;
-    int rc = msh_lane_copy(&f->named, r->ubuf, r->count, r->dt, &c->b.tmp, &len);
+    int rc = msh_lane_copy(&f->l.named, r->ubuf, r->count, r->dt, &c->b.tmp, &len);
     if (rc != MPI_SUCCESS) {
         req_free(f, c);
         return rc;
@@ -989,7 +989,7 @@ static fab_comm *carried(const msh_tp_msg *m)
 static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
                    fab_req **made)
 {
-    if (f->closed)
+    if (f->l.closed)
         return MPI_ERR_OTHER;
     fab_req *r = req_new(f);
     if (!r)
@@ -1014,8 +1014,8 @@ static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent,
 static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req *treq)
 {
     int tsize;
-    if (!msh_lane_at_once_mode(m->mode) || f->closed || f->bl_head[BL_TX] ||
-        !msh_lane_named_size(&f->named, m->dt, &tsize))
+    if (!msh_lane_at_once_mode(m->mode) || f->l.closed || f->bl_head[BL_TX] ||
+        !msh_lane_named_size(&f->l.named, m->dt, &tsize))
         return 0;
     size_t len = (size_t)m->count * (size_t)tsize;
     if (len > job.info->tx_attr->inject_size || (job.nopeek && len > EAGER_MAX))
@@ -1027,8 +1027,6 @@ static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req
     *treq = MSH_LANE_DONE;
     return 1;
 }
-
-static void set_tracked(fab_tp *f);
 
 static int fab_send_now(msh_tp *tp, const msh_tp_msg *m)
 {
@@ -1047,7 +1045,7 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq
     fab_comm *fc = carried(m);
     int rc;
     if (!fc) {
-        rc = msh_tp_post(f->host, m, ctx, treq, p);
+        rc = msh_tp_post(f->l.host, m, ctx, treq, p);
         set_tracked(f);
         return rc;
     }
@@ -1057,7 +1055,7 @@ static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq
         rc = new_req(f, fc, m, 0, treq, &r);
     if (rc == MPI_SUCCESS) {
         tp->carried++;
-        msh_lane_post_track(&f->q, r ? &r->b : NULL, ctx, treq, p);
+        msh_lane_post_track(&f->l.q, r ? &r->b : NULL, ctx, treq, p);
         if (p->how == MSH_TP_TRACKED)
             set_tracked(f);
     }
@@ -1069,7 +1067,7 @@ static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     fab_tp *f = fab_of(tp);
     fab_comm *fc = carried(m);
     if (!fc)
-        return msh_tp_init(f->host, m, treq);
+        return msh_tp_init(f->l.host, m, treq);
     fab_req *r;
     int rc = msh_lane_check(m, fc);
     return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, fc, m, 1, treq, &r) : rc);
@@ -1080,50 +1078,11 @@ static int fab_start(msh_tp *tp, msh_tp_req *treq)
     fab_tp *f = fab_of(tp);
     fab_req *r = req_of(f, *treq);
     if (!r)
-        return msh_tp_start(f->host, treq);
+        return msh_tp_start(f->l.host, treq);
     int rc = r->b.active ? MPI_ERR_REQUEST : issue(f, r);
     if (rc == MPI_SUCCESS)
         tp->carried++;
     return rc;
-}
-
-/* Tracked: the host's and the fabric's. Never idle to pollers: with
- * manual progress a peer's send may need this endpoint read before it
- * completes (tcp;ofi_rxm), whatever this process has posted, as the host
- * progresses its own channels in every blocking call. */
-static void set_tracked(fab_tp *f)
-{
-    f->base.ntracked = f->host->ntracked + f->q.ntracked;
-    atomic_store_explicit(&f->base.busy, f->base.ntracked + f->nacks + 1, memory_order_relaxed);
-}
-
-static int fab_track(msh_tp *tp, void *ctx, msh_tp_req treq)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, treq);
-    int rc = r ? msh_lane_track(&f->q, &r->b, ctx) : msh_tp_track(f->host, ctx, treq);
-    set_tracked(f);
-    return rc;
-}
-
-
-static int fab_poll(msh_tp *tp, const msh_tp_done **done)
-{
-    fab_tp *f = fab_of(tp);
-    const msh_tp_done *hd = NULL;
-    int nh = msh_lane_host_poll(&f->q, f->host, &hd);
-    progress(f);
-    int n = msh_lane_poll(&f->q, hd, nh, done, tp->idx);
-    set_tracked(f);
-    return n;
-}
-
-static void *fab_tracked(msh_tp *tp, int k)
-{
-    fab_tp *f = fab_of(tp);
-    if (k < f->host->ntracked)
-        return msh_tp_tracked(f->host, k);
-    return msh_lane_tracked(&f->q, k - f->host->ntracked);
 }
 
 static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
@@ -1131,7 +1090,7 @@ static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
     fab_tp *f = fab_of(tp);
     fab_req *r = req_of(f, *treq);
     if (!r)
-        return msh_tp_cancel(f->host, treq);
+        return msh_tp_cancel(f->l.host, treq);
     /* A send may not be cancelled once it left (MPI allows that: its
      * status then says it was not). */
     if (r->b.active && r->op == OP_RECV)
@@ -1231,11 +1190,11 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
     fab_tp *f = fab_of(tp);
     fab_comm *fc = source == MPI_PROC_NULL ? NULL : comm_of(comm);
     if (!fc)
-        return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+        return msh_tp_probe(f->l.host, source, tag, comm, flag, message, status);
     int rc = msh_lane_check_peer(fc, source, tag, 1);
     if (rc != MPI_SUCCESS)
         return msh_lane_posted(tp, rc);
-    if (f->closed)
+    if (f->l.closed)
         return MPI_ERR_OTHER;
     fab_req pr, *r = &pr;
     if (message) {
@@ -1272,8 +1231,8 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
 static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count, MPI_Datatype dt,
                         MPI_Message *message, msh_tp_req *treq, fab_req **made)
 {
-    msh_tp *tp = &f->base;
-    fab_req *r = vci == tp->idx && slot < f->q.nslots ? (fab_req *)f->q.slots[slot] : NULL;
+    msh_tp *tp = &f->l.base;
+    fab_req *r = vci == tp->idx && slot < f->l.q.nslots ? (fab_req *)f->l.q.slots[slot] : NULL;
     *made = r;
     if (!r || r->op != OP_PROBE)
         return MPI_ERR_REQUEST;
@@ -1282,7 +1241,7 @@ static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;
     r->count = count;
-    r->dt = msh_lane_type_of(&f->named, &r->b, dt, 1);
+    r->dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
     memset(&r->b.status, 0, sizeof r->b.status);
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)
@@ -1324,51 +1283,11 @@ static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype
     int vci, slot, rc;
     fab_req *r;
     if (!msg_dec(*message, &vci, &slot))
-        rc = msh_tp_post_matched(f->host, buf, count, dt, message, ctx, treq, p);
+        rc = msh_tp_post_matched(f->l.host, buf, count, dt, message, ctx, treq, p);
     else if ((rc = recv_claimed(f, vci, slot, buf, count, dt, message, treq, &r)) == MPI_SUCCESS)
-        msh_lane_post_track(&f->q, &r->b, ctx, treq, p);
+        msh_lane_post_track(&f->l.q, &r->b, ctx, treq, p);
     set_tracked(f);
     return rc;
-}
-
-static int fab_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_wait(f->host, treq, st);
-    while (r->b.active && !f->closed)
-        progress(f);
-    set_tracked(f);
-    return msh_lane_take(&f->q, &r->b, treq, st);
-}
-
-static int fab_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_test(f->host, treq, flag, st);
-    if (r->b.active)
-        progress(f);
-    set_tracked(f);
-    *flag = !r->b.active;
-    return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
-}
-
-static int fab_release(msh_tp *tp, msh_tp_req *treq)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_release(f->host, treq);
-    msh_lane_release(&f->q, &r->b, treq);
-    return MPI_SUCCESS;
-}
-
-static int flush_progress(void *f)
-{
-    return progress(f);
 }
 
 /* Called at finalize under the VCI's lock. The endpoint must be closed:
@@ -1377,22 +1296,16 @@ static int flush_progress(void *f)
  * cannot open its endpoint). The structure stays: a thread still
  * returning from its last call after finalize may look at it (vci.c
  * says why the VCIs outlive finalize), and finds it closed. */
-static void fab_close(msh_tp *tp)
+static void close_ep(msh_lane_tp *l)
 {
-    fab_tp *f = fab_of(tp);
-    if (!f->closed) {
-        msh_lane_flush(&f->q, flush_progress, f, f->base.idx);
-        f->closed = 1;
-        fi_close(&f->ep->fid);
-        fi_close(&f->cq->fid);
-        fi_close(&f->av->fid);
-        fi_close(&f->dom->fid);
-    }
-    msh_lane_q_close(&f->q);
-    msh_tp_close(f->host);
+    fab_tp *f = (fab_tp *)l;
+    fi_close(&f->ep->fid);
+    fi_close(&f->cq->fid);
+    fi_close(&f->av->fid);
+    fi_close(&f->dom->fid);
 }
 
-static void fab_mark_comms(msh_tp *tp) { msh_lane_q_mark(&fab_of(tp)->q); }
+static void fab_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_ep); }
 
 static const msh_tp_ops fab_ops = {
     .name = "fabric",
@@ -1400,17 +1313,17 @@ static const msh_tp_ops fab_ops = {
     .send_now = fab_send_now,
     .init = fab_init,
     .start = fab_start,
-    .track = fab_track,
-    .poll = fab_poll,
-    .tracked = fab_tracked,
+    .track = msh_lane_op_track,
+    .poll = msh_lane_op_poll,
+    .tracked = msh_lane_op_tracked,
     .cancel = fab_cancel,
     .probe = fab_probe,
     .post_matched = fab_post_matched,
-    .wait = fab_wait,
-    .test = fab_test,
-    .release = fab_release,
+    .wait = msh_lane_op_wait,
+    .test = msh_lane_op_test,
+    .release = msh_lane_op_release,
     .close = fab_close,
-    .mark_comms = fab_mark_comms,
+    .mark_comms = msh_lane_op_mark_comms,
 };
 
 /* ------------------------------------------------------------ opening */
@@ -1484,7 +1397,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     const char *w = !f || !host ? "out of memory" : NULL;
     if (f) {
         memset(f, 0, sizeof *f);
-        msh_lane_q_init(&f->q, sizeof(fab_req), drop);
+        msh_lane_q_init(&f->l.q, sizeof(fab_req), drop);
         f->held_tail = &f->held;
         if (!w && job.nopeek && !(f->bounce = malloc(EAGER_MAX)))
             w = "out of memory";
@@ -1503,14 +1416,15 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
      * not apply to messages that arrived first (job.nopeek says why). */
     if (idx == 0)
         msh_lane_open(job.prov, CID_BITS, TAG_CID_SHIFT, INT_MAX, !job.nopeek);
-    f->host = host;
-    f->base.ops = &fab_ops;
-    f->base.idx = idx;
+    f->l.host = host;
+    f->l.progress = lane_progress;
+    f->l.base.ops = &fab_ops;
+    f->l.base.idx = idx;
     f->acks.which = CTX_ACKS;
     post_acks(f);
     set_tracked(f);
     msh_tp_direct = 0;
-    return &f->base;
+    return &f->l.base;
 }
 
 #endif

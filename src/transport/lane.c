@@ -847,3 +847,85 @@ void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq)
         msh_lane_req_free(q, r);
     *treq = MPI_REQUEST_NULL;
 }
+
+/* ------------------------------------------------------------ operations every lane shares */
+
+static inline msh_lane_req *lane_req(msh_lane_tp *l, msh_tp_req t) { return msh_lane_req_of(&l->q, t); }
+
+int msh_lane_op_track(msh_tp *tp, void *ctx, msh_tp_req treq)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_req *r = lane_req(l, treq);
+    int rc = r ? msh_lane_track(&l->q, r, ctx) : msh_tp_track(l->host, ctx, treq);
+    msh_lane_set_tracked(l);
+    return rc;
+}
+
+int msh_lane_op_poll(msh_tp *tp, const msh_tp_done **done)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    const msh_tp_done *hd = NULL;
+    int nh = msh_lane_host_poll(&l->q, l->host, &hd);
+    l->progress(l);
+    int n = msh_lane_poll(&l->q, hd, nh, done, tp->idx);
+    msh_lane_set_tracked(l);
+    return n;
+}
+
+void *msh_lane_op_tracked(msh_tp *tp, int k)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    if (k < l->host->ntracked)
+        return msh_tp_tracked(l->host, k);
+    return msh_lane_tracked(&l->q, k - l->host->ntracked);
+}
+
+int msh_lane_op_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_req *r = lane_req(l, *treq);
+    if (!r)
+        return msh_tp_wait(l->host, treq, st);
+    while (r->active && !l->closed)
+        l->progress(l);
+    msh_lane_set_tracked(l);
+    return msh_lane_take(&l->q, r, treq, st);
+}
+
+int msh_lane_op_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_req *r = lane_req(l, *treq);
+    if (!r)
+        return msh_tp_test(l->host, treq, flag, st);
+    if (r->active)
+        l->progress(l);
+    msh_lane_set_tracked(l);
+    *flag = !r->active;
+    return *flag ? msh_lane_take(&l->q, r, treq, st) : MPI_SUCCESS;
+}
+
+int msh_lane_op_release(msh_tp *tp, msh_tp_req *treq)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_req *r = lane_req(l, *treq);
+    if (!r)
+        return msh_tp_release(l->host, treq);
+    msh_lane_release(&l->q, r, treq);
+    return MPI_SUCCESS;
+}
+
+void msh_lane_op_mark_comms(msh_tp *tp) { msh_lane_q_mark(&msh_lane_tp_of(tp)->q); }
+
+static int flush_pass(void *l) { return ((msh_lane_tp *)l)->progress(l); }
+
+void msh_lane_op_close(msh_lane_tp *l, void (*close_ep)(msh_lane_tp *l))
+{
+    if (!l->closed) {
+        msh_lane_flush(&l->q, flush_pass, l, l->base.idx);
+        close_ep(l);
+        l->closed = 1;
+    }
+    msh_lane_q_close(&l->q);
+    msh_tp_close(l->host);
+}

@@ -456,4 +456,50 @@ static inline void msh_lane_post_track(msh_lane_q *q, msh_lane_req *r, void *ctx
 /* Let go of r: dropped when it finishes if active, else freed now. */
 void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq);
 
+/* A lane's instance starts with this part, which the operations below
+ * serve the same way for every lane: the host transport under it (the
+ * communicators the lane does not carry), its requests and named types,
+ * and one pass of its own progress. A lane's ops table points at these
+ * where it has nothing of its own to do. */
+typedef struct msh_lane_tp {
+    msh_tp base;
+    msh_tp *host;
+    int closed;    /* its endpoints are gone (finalize): nothing moves */
+    /* Work in flight that no request tracks (the libfabric lane's
+     * acknowledgements waiting in its backlog): pollers see it busy. */
+    int untracked;
+    msh_lane_q q;
+    msh_lane_named named;
+    /* One pass of the lane's progress (nothing once closed): how many
+     * completions it read. */
+    int (*progress)(struct msh_lane_tp *l);
+} msh_lane_tp;
+
+static inline msh_lane_tp *msh_lane_tp_of(msh_tp *tp) { return (msh_lane_tp *)tp; }
+
+/* Tracked: the host's and the lane's. Never idle to pollers: a peer's send
+ * may need this process's endpoint progressed before it completes (a
+ * rendezvous; manual progress, as tcp;ofi_rxm has), whatever this process
+ * has posted, as the host progresses its own channels in every blocking
+ * call. */
+static inline void msh_lane_set_tracked(msh_lane_tp *l)
+{
+    l->base.ntracked = l->host->ntracked + l->q.ntracked;
+    atomic_store_explicit(&l->base.busy, l->base.ntracked + l->untracked + 1, memory_order_relaxed);
+}
+
+/* The transport operations every lane does alike (transport.h): a request
+ * word that is not the lane's goes to the host transport under it. */
+int msh_lane_op_track(msh_tp *tp, void *ctx, msh_tp_req treq);
+int msh_lane_op_poll(msh_tp *tp, const msh_tp_done **done);
+void *msh_lane_op_tracked(msh_tp *tp, int k);
+int msh_lane_op_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st);
+int msh_lane_op_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st);
+int msh_lane_op_release(msh_tp *tp, msh_tp_req *treq);
+void msh_lane_op_mark_comms(msh_tp *tp);
+/* What every lane's close does around its own: sends still to deliver
+ * first (msh_lane_flush), then, after close_ep dropped the endpoints,
+ * the requests and the host transport. */
+void msh_lane_op_close(msh_lane_tp *l, void (*close_ep)(msh_lane_tp *l));
+
 #endif

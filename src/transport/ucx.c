@@ -186,29 +186,26 @@ typedef struct ux_req {
 } ux_req;
 
 typedef struct ux_tp {
-    msh_tp base;
-    msh_tp *host;        /* everything UCX does not carry */
+    msh_lane_tp l;       /* the host under it (everything UCX does not carry), requests, named types */
     ucp_worker_h w;
     ucp_ep_h *ep;        /* by world rank, made on first use */
     char *addrs;         /* every process's worker address for this VCI */
     size_t alen;         /* each one's room in addrs */
-    int closed;
-    msh_lane_q q;
-    msh_lane_named named;
 } ux_tp;
 
 static inline ux_tp *ux_of(msh_tp *tp) { return (ux_tp *)tp; }
 
 static inline ux_req *req_new(ux_tp *f)
 {
-    ux_req *r = (ux_req *)msh_lane_req_new(&f->q, sizeof *r);
+    ux_req *r = (ux_req *)msh_lane_req_new(&f->l.q, sizeof *r);
     if (r)
         r->f = f;
     return r;
 }
-static inline void req_free(ux_tp *f, ux_req *r) { msh_lane_req_free(&f->q, &r->b); }
-static inline ux_req *req_of(ux_tp *f, msh_tp_req t) { return (ux_req *)msh_lane_req_of(&f->q, t); }
-static inline void finish(ux_tp *f, ux_req *r) { msh_lane_finish(&f->q, &r->b, f->base.idx); }
+static inline void req_free(ux_tp *f, ux_req *r) { msh_lane_req_free(&f->l.q, &r->b); }
+static inline ux_req *req_of(ux_tp *f, msh_tp_req t) { return (ux_req *)msh_lane_req_of(&f->l.q, t); }
+static inline void finish(ux_tp *f, ux_req *r) { msh_lane_finish(&f->l.q, &r->b, f->l.base.idx); }
+static inline void set_tracked(ux_tp *f) { msh_lane_set_tracked(&f->l); }
 
 /* ------------------------------------------------------------ completions */
 
@@ -226,7 +223,7 @@ static void send_done(ux_req *r, ucs_status_t st)
 {
     r->b.status.MPI_ERROR = ux_error(st);
     if (st != UCS_OK)
-        msh_log("ucx: VCI %d: a send failed: %s", r->f->base.idx, st == UCS_ERR_CANCELED ? "cancelled" : "error");
+        msh_log("ucx: VCI %d: a send failed: %s", r->f->l.base.idx, st == UCS_ERR_CANCELED ? "cancelled" : "error");
     finish(r->f, r);
 }
 
@@ -286,11 +283,11 @@ static void recv_cb(void *request, ucs_status_t st, const ucp_tag_recv_info_t *i
 /* One pass of the worker, as MPICH's ch4/ucx makes: a loop until a pass
  * finds nothing would pay for that empty pass on every poll, and the
  * engine polls again anyway while its wait is not satisfied. */
-static void progress(ux_tp *f)
+static int progress(ux_tp *f)
 {
-    if (!f->closed)
-        job.worker_progress(f->w);
+    return f->l.closed ? 0 : (int)job.worker_progress(f->w);
 }
+static int lane_progress(msh_lane_tp *l) { return progress((ux_tp *)l); }
 
 /* ------------------------------------------------------------ posting */
 
@@ -378,7 +375,7 @@ static int bsend(ux_tp *f, ux_req *r)
     ux_req *c = req_new(f);
     if (!c)
         return MPI_ERR_NO_MEM;
-    int rc = msh_lane_copy(&f->named, r->ubuf, r->count, r->dt, &c->b.tmp, &c->len);
+    int rc = msh_lane_copy(&f->l.named, r->ubuf, r->count, r->dt, &c->b.tmp, &c->len);
     if (rc == MPI_SUCCESS) {
         c->op = OP_SEND;
         c->mode = MSH_TP_SEND;
@@ -408,7 +405,7 @@ MSH_INLINE int issue(ux_tp *f, ux_req *r)
      * made cannot forward to. */
     if (r->mode == MSH_TP_BSEND)
         return bsend(f, r);
-    int rc = msh_lane_req_bytes(&f->named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->buf, &r->len);
+    int rc = msh_lane_req_bytes(&f->l.named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->b.tmp);
         r->b.tmp = NULL;
@@ -446,7 +443,7 @@ MSH_INLINE void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_ms
     r->ubuf = (void *)(uintptr_t)m->buf;
     r->count = m->count;
     /* a nonblocking send packs at once; the others use the type later */
-    r->dt = msh_lane_type_of(&f->named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
+    r->dt = msh_lane_type_of(&f->l.named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
     r->peer = m->peer;
     r->tag = m->tag;
     r->b.lc = lc;
@@ -456,7 +453,7 @@ MSH_INLINE void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_ms
 static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
                    ux_req **made)
 {
-    if (f->closed)
+    if (f->l.closed)
         return MPI_ERR_OTHER;
     ux_req *r = req_new(f);
     if (!r)
@@ -480,8 +477,8 @@ static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persist
 static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq)
 {
     int tsize;
-    if (!msh_lane_at_once_mode(m->mode) || f->closed ||
-        !msh_lane_named_size(&f->named, m->dt, &tsize))
+    if (!msh_lane_at_once_mode(m->mode) || f->l.closed ||
+        !msh_lane_named_size(&f->l.named, m->dt, &tsize))
         return 0;
     ucp_ep_h ep = ep_to(f, lc->world[m->peer]);
     if (!ep)
@@ -501,15 +498,13 @@ static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp
     return 1;
 }
 
-static void set_tracked(ux_tp *f);
-
 static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
 {
     ux_tp *f = ux_of(tp);
     msh_lane_comm *lc = carried(m);
     int rc;
     if (!lc) {
-        rc = msh_tp_post(f->host, m, ctx, treq, p);
+        rc = msh_tp_post(f->l.host, m, ctx, treq, p);
         set_tracked(f);
         return rc;
     }
@@ -519,7 +514,7 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
         rc = new_req(f, lc, m, 0, treq, &r);
     if (rc == MPI_SUCCESS) {
         tp->carried++;
-        msh_lane_post_track(&f->q, r ? &r->b : NULL, ctx, treq, p);
+        msh_lane_post_track(&f->l.q, r ? &r->b : NULL, ctx, treq, p);
         if (p->how == MSH_TP_TRACKED)
             set_tracked(f);
     }
@@ -542,7 +537,7 @@ static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
     ux_tp *f = ux_of(tp);
     msh_lane_comm *lc = carried(m);
     if (!lc)
-        return msh_tp_init(f->host, m, treq);
+        return msh_tp_init(f->l.host, m, treq);
     ux_req *r;
     int rc = msh_lane_check(m, lc);
     return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, lc, m, 1, treq, &r) : rc);
@@ -553,48 +548,11 @@ static int ux_start(msh_tp *tp, msh_tp_req *treq)
     ux_tp *f = ux_of(tp);
     ux_req *r = req_of(f, *treq);
     if (!r)
-        return msh_tp_start(f->host, treq);
+        return msh_tp_start(f->l.host, treq);
     int rc = r->b.active ? MPI_ERR_REQUEST : issue(f, r);
     if (rc == MPI_SUCCESS)
         tp->carried++;
     return rc;
-}
-
-/* Tracked: the host's and UCX's. Never idle to pollers: a peer's send may
- * need this worker progressed before it completes (rendezvous, network
- * transports), whatever this process has posted. */
-static void set_tracked(ux_tp *f)
-{
-    f->base.ntracked = f->host->ntracked + f->q.ntracked;
-    atomic_store_explicit(&f->base.busy, f->base.ntracked + 1, memory_order_relaxed);
-}
-
-static int ux_track(msh_tp *tp, void *ctx, msh_tp_req treq)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, treq);
-    int rc = r ? msh_lane_track(&f->q, &r->b, ctx) : msh_tp_track(f->host, ctx, treq);
-    set_tracked(f);
-    return rc;
-}
-
-static int ux_poll(msh_tp *tp, const msh_tp_done **done)
-{
-    ux_tp *f = ux_of(tp);
-    const msh_tp_done *hd = NULL;
-    int nh = msh_lane_host_poll(&f->q, f->host, &hd);
-    progress(f);
-    int n = msh_lane_poll(&f->q, hd, nh, done, tp->idx);
-    set_tracked(f);
-    return n;
-}
-
-static void *ux_tracked(msh_tp *tp, int k)
-{
-    ux_tp *f = ux_of(tp);
-    if (k < f->host->ntracked)
-        return msh_tp_tracked(f->host, k);
-    return msh_lane_tracked(&f->q, k - f->host->ntracked);
 }
 
 static int ux_cancel(msh_tp *tp, msh_tp_req *treq)
@@ -602,7 +560,7 @@ static int ux_cancel(msh_tp *tp, msh_tp_req *treq)
     ux_tp *f = ux_of(tp);
     ux_req *r = req_of(f, *treq);
     if (!r)
-        return msh_tp_cancel(f->host, treq);
+        return msh_tp_cancel(f->l.host, treq);
     /* A send is not cancelled once it left (MPI allows that: its status
      * then says it was not). */
     if (r->b.active && r->op == OP_RECV && r->ureq)
@@ -616,11 +574,11 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
     ux_tp *f = ux_of(tp);
     msh_lane_comm *lc = source == MPI_PROC_NULL ? NULL : msh_lane_comm_of(comm);
     if (!lc)
-        return msh_tp_probe(f->host, source, tag, comm, flag, message, status);
+        return msh_tp_probe(f->l.host, source, tag, comm, flag, message, status);
     int rc = msh_lane_check_peer(lc, source, tag, 1);
     if (rc != MPI_SUCCESS)
         return msh_lane_posted(tp, rc);
-    if (f->closed)
+    if (f->l.closed)
         return MPI_ERR_OTHER;
     ucp_tag_recv_info_t info;
     ucp_tag_message_h m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), message != NULL,
@@ -672,11 +630,11 @@ static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype 
     ux_tp *f = ux_of(tp);
     int vci, slot;
     if (!msh_lane_msg_dec(*message, &vci, &slot)) {
-        int rc = msh_tp_post_matched(f->host, buf, count, dt, message, ctx, treq, p);
+        int rc = msh_tp_post_matched(f->l.host, buf, count, dt, message, ctx, treq, p);
         set_tracked(f);
         return rc;
     }
-    ux_req *r = vci == tp->idx && slot < f->q.nslots ? (ux_req *)f->q.slots[slot] : NULL;
+    ux_req *r = vci == tp->idx && slot < f->l.q.nslots ? (ux_req *)f->l.q.slots[slot] : NULL;
     if (!r || r->op != OP_PROBE || !r->msg)
         return MPI_ERR_REQUEST;
     tp->carried++;
@@ -684,84 +642,38 @@ static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype 
     r->mode = MSH_TP_RECV;
     r->ubuf = buf;
     r->count = count;
-    r->dt = msh_lane_type_of(&f->named, &r->b, dt, 1);
+    r->dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
     int rc = issue(f, r);
     if (rc != MPI_SUCCESS)
         return rc;
     *message = MPI_MESSAGE_NULL;
     *treq = msh_lane_enc(r->b.slot);
-    msh_lane_post_track(&f->q, &r->b, ctx, treq, p);
+    msh_lane_post_track(&f->l.q, &r->b, ctx, treq, p);
     set_tracked(f);
     return MPI_SUCCESS;
-}
-
-static int ux_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_wait(f->host, treq, st);
-    while (r->b.active && !f->closed)
-        progress(f);
-    set_tracked(f);
-    return msh_lane_take(&f->q, &r->b, treq, st);
-}
-
-static int ux_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_test(f->host, treq, flag, st);
-    if (r->b.active)
-        progress(f);
-    set_tracked(f);
-    *flag = !r->b.active;
-    return *flag ? msh_lane_take(&f->q, &r->b, treq, st) : MPI_SUCCESS;
-}
-
-static int ux_release(msh_tp *tp, msh_tp_req *treq)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_release(f->host, treq);
-    msh_lane_release(&f->q, &r->b, treq);
-    return MPI_SUCCESS;
-}
-
-static int flush_progress(void *f)
-{
-    return (int)job.worker_progress(((ux_tp *)f)->w);
 }
 
 /* At finalize, under the VCI's lock: the endpoints and the worker go (its
  * shared-memory segments with them); the structure stays, marked closed,
  * for a thread still returning from its last call (vci.c says why). */
-static void ux_close(msh_tp *tp)
+static void close_ep(msh_lane_tp *l)
 {
-    ux_tp *f = ux_of(tp);
-    if (!f->closed) {
-        msh_lane_flush(&f->q, flush_progress, f, f->base.idx);
-        ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
-        for (int i = 0; i < job.wsize; i++) {
-            if (!f->ep[i])
-                continue;
-            ucs_status_ptr_t s = job.ep_close_nbx(f->ep[i], &p);
-            while (s && !UCS_PTR_IS_ERR(s) && job.request_check_status(s) == UCS_INPROGRESS)
-                job.worker_progress(f->w);
-            if (s && !UCS_PTR_IS_ERR(s))
-                job.request_free(s);
-            f->ep[i] = NULL;
-        }
-        job.worker_destroy(f->w);
-        f->closed = 1;
+    ux_tp *f = (ux_tp *)l;
+    ucp_request_param_t p = { .op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = UCP_EP_CLOSE_FLAG_FORCE };
+    for (int i = 0; i < job.wsize; i++) {
+        if (!f->ep[i])
+            continue;
+        ucs_status_ptr_t st = job.ep_close_nbx(f->ep[i], &p);
+        while (st && !UCS_PTR_IS_ERR(st) && job.request_check_status(st) == UCS_INPROGRESS)
+            job.worker_progress(f->w);
+        if (st && !UCS_PTR_IS_ERR(st))
+            job.request_free(st);
+        f->ep[i] = NULL;
     }
-    msh_lane_q_close(&f->q);
-    msh_tp_close(f->host);
+    job.worker_destroy(f->w);
 }
 
-static void ux_mark_comms(msh_tp *tp) { msh_lane_q_mark(&ux_of(tp)->q); }
+static void ux_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_ep); }
 
 static const msh_tp_ops ux_ops = {
     .name = "ucx",
@@ -769,17 +681,17 @@ static const msh_tp_ops ux_ops = {
     .send_now = ux_send_now,
     .init = ux_init,
     .start = ux_start,
-    .track = ux_track,
-    .poll = ux_poll,
-    .tracked = ux_tracked,
+    .track = msh_lane_op_track,
+    .poll = msh_lane_op_poll,
+    .tracked = msh_lane_op_tracked,
     .cancel = ux_cancel,
     .probe = ux_probe,
     .post_matched = ux_post_matched,
-    .wait = ux_wait,
-    .test = ux_test,
-    .release = ux_release,
+    .wait = msh_lane_op_wait,
+    .test = msh_lane_op_test,
+    .release = msh_lane_op_release,
     .close = ux_close,
-    .mark_comms = ux_mark_comms,
+    .mark_comms = msh_lane_op_mark_comms,
 };
 
 /* ------------------------------------------------------------ opening */
@@ -842,7 +754,7 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why)
     const char *w = !f || !host ? "out of memory" : NULL;
     if (f) {
         memset(f, 0, sizeof *f);
-        msh_lane_q_init(&f->q, sizeof(ux_req), NULL);
+        msh_lane_q_init(&f->l.q, sizeof(ux_req), NULL);
         if (!w)
             w = open_worker(f);
     }
@@ -856,12 +768,13 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why)
     }
     if (idx == 0)
         msh_lane_open("ucx", CID_BITS, CID_SHIFT, 1 << SRC_BITS, 1);
-    f->host = host;
-    f->base.ops = &ux_ops;
-    f->base.idx = idx;
+    f->l.host = host;
+    f->l.progress = lane_progress;
+    f->l.base.ops = &ux_ops;
+    f->l.base.idx = idx;
     set_tracked(f);
     msh_tp_direct = 0;
-    return &f->base;
+    return &f->l.base;
 }
 
 #endif
