@@ -850,12 +850,10 @@ void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq)
 
 /* ------------------------------------------------------------ operations every lane shares */
 
-static inline msh_lane_req *lane_req(msh_lane_tp *l, msh_tp_req t) { return msh_lane_req_of(&l->q, t); }
-
 int msh_lane_op_track(msh_tp *tp, void *ctx, msh_tp_req treq)
 {
     msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_req *r = lane_req(l, treq);
+    msh_lane_req *r = msh_lane_req_of(&l->q, treq);
     int rc = r ? msh_lane_track(&l->q, r, ctx) : msh_tp_track(l->host, ctx, treq);
     msh_lane_set_tracked(l);
     return rc;
@@ -883,7 +881,7 @@ void *msh_lane_op_tracked(msh_tp *tp, int k)
 int msh_lane_op_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
 {
     msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_req *r = lane_req(l, *treq);
+    msh_lane_req *r = msh_lane_req_of(&l->q, *treq);
     if (!r)
         return msh_tp_wait(l->host, treq, st);
     while (r->active && !l->closed)
@@ -895,7 +893,7 @@ int msh_lane_op_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st)
 int msh_lane_op_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
 {
     msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_req *r = lane_req(l, *treq);
+    msh_lane_req *r = msh_lane_req_of(&l->q, *treq);
     if (!r)
         return msh_tp_test(l->host, treq, flag, st);
     if (r->active)
@@ -908,7 +906,7 @@ int msh_lane_op_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st)
 int msh_lane_op_release(msh_tp *tp, msh_tp_req *treq)
 {
     msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_req *r = lane_req(l, *treq);
+    msh_lane_req *r = msh_lane_req_of(&l->q, *treq);
     if (!r)
         return msh_tp_release(l->host, treq);
     msh_lane_release(&l->q, r, treq);
