@@ -38,6 +38,17 @@ const char *mpishim_version(void);
  * and whether it came from the environment), one variable per line. */
 void mpishim_print_config(FILE *out);
 
+/* Print every MPI call this build of the shim defines and what it does
+ * with it, one "MPI_X kind" line each, sorted by name. Kinds: pass (the
+ * host's call, after the calling thread's queued posts; with a serialized
+ * host, under its lock), local (the host's call, draining nothing: it
+ * involves no message), direct (the host's call, nothing around it), waits
+ * (the host's call, lanes read meanwhile), collective (a blocking
+ * collective run as its nonblocking form and a shim wait), rma-data and
+ * rma-acc (routed to an internal window), and the runtime's own calls: p2p,
+ * completion, comm, init, part, window, hand. Callable at any time. */
+void mpishim_print_calls(FILE *out);
+
 /* The lane that carries this process's point-to-point messages outside the
  * host (MPISHIM_FABRIC): "ucx", or the libfabric provider ("shm",
  * "tcp;ofi_rxm", ...); NULL when none is open (off, the program did not

@@ -214,6 +214,21 @@ expect_info() {
     done
 }
 
+# mpishim-info --calls: what the shim does with each MPI call. Local
+# queries and constructors (a type's size, a rank) touch no message, so
+# they neither drain queued posts nor wait for another thread's VCI lock;
+# a call that frees what a queued post may use (a datatype) still drains.
+expect_calls() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    local k
+    for k in 'MPI_Type_size local' 'MPI_Type_get_extent local' 'MPI_Comm_rank local' 'MPI_Comm_size local' \
+             'MPI_Get_elements local' 'MPI_Get_count local' 'MPI_Pack local' 'MPI_Type_free pass' 'MPI_Buffer_detach pass' \
+             'MPI_Wtime direct' 'MPI_Isend p2p' 'MPI_Waitall completion' 'MPI_Barrier collective' \
+             'MPI_Put rma-data' 'MPI_File_read_all waits' 'MPI_Comm_split comm'; do
+        grep -qE "^${k% *} +${k#* }\$" "$2" || { echo "missing line: $k"; return; }
+    done
+}
+
 # mpishim-info names the lane a run opens (here UCX's).
 expect_info_ucx() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
@@ -449,6 +464,7 @@ for host in "${hosts[@]}"; do
     [ $n -gt 0 ] || run_case "$host unit tests built" expect_ok false
     # The generated variable reference (docs/configuration.md, docs/mpishim.7).
     run_case "$host docs match the variables table" expect_ok "$top/tools/gendocs.sh" "$build/$host/mpishim-info" --check
+    run_case "$host mpishim-info --calls: local queries drain nothing" expect_calls "$build/$host/mpishim-info" --calls
     # make install, then an example built through pkg-config and run by the installed launcher.
     run_case "$host install: pkg-config, launcher, man pages" expect_ok "$top/tests/install.sh" "$host"
 done

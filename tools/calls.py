@@ -18,11 +18,20 @@ Classes:
       to an internal window (by target or thread; accumulates by target).
   status
       a pass-through in C that the Fortran wrappers still convert (a
-      status argument in the shim's Fortran form).
+      status argument in the shim's Fortran form); in C a local call (below).
   waits
       a pass-through whose host call may wait for other processes
       (collective file I/O, joining other jobs): generated with the lanes
       read meanwhile (src/sync/assist.h).
+  local
+      a pass-through that only reads or builds objects of this process (a
+      type's size, a communicator's rank, packing, groups, info): no message
+      is involved, so it does not drain the queued posts of
+      MPISHIM_PROGRESS=combine/offload (src/intercept/passthru.h), which
+      would scan every VCI and may wait for another thread's VCI lock in a
+      call programs make per element. Nothing that frees an object a queued
+      post may still use (MPI_Type_free) or that waits for sends
+      (MPI_Buffer_detach) belongs here.
   pass
       named here only to say it is deliberately a pass-through.
 Every other call is a pass-through; wrapgen fails on one that looks like a
@@ -31,7 +40,7 @@ classed, instead of passing it through silently.
 """
 
 CLASSES = {"p2p", "completion", "comm", "init", "part", "window", "collective", "rma-data", "rma-acc", "status",
-           "waits", "pass"}
+           "waits", "local", "pass"}
 
 
 def _with_c(names):
@@ -62,6 +71,27 @@ _TABLE = [
     ("rma-data", _with_c("Put Get Rput Rget")),
     ("rma-acc", _with_c("Accumulate Get_accumulate Raccumulate Rget_accumulate") + ["Fetch_and_op",
                                                                                      "Compare_and_swap"]),
+    ("local", _with_c("Type_size Type_get_extent Type_get_true_extent Type_get_envelope Type_get_contents "
+                      "Type_contiguous Type_vector Type_create_hvector Type_indexed Type_create_hindexed "
+                      "Type_create_indexed_block Type_create_hindexed_block Type_create_struct "
+                      "Type_create_subarray Type_create_darray Type_create_resized Pack Unpack Pack_size "
+                      "Pack_external Unpack_external Pack_external_size Get_elements Status_set_elements")
+     + "Type_size_x Type_get_extent_x Type_get_true_extent_x Get_elements_x Status_set_elements_x "
+       "Status_set_cancelled Test_cancelled Type_get_name Type_set_name Type_get_attr Type_set_attr "
+       "Type_delete_attr Type_create_keyval Type_free_keyval Type_commit Type_dup Type_match_size "
+       "Type_create_f90_integer Type_create_f90_real Type_create_f90_complex Get_address "
+       "Comm_rank Comm_size Comm_remote_size Comm_test_inter Comm_compare Comm_group Comm_remote_group "
+       "Comm_get_name Comm_set_name Comm_get_attr Comm_set_attr Comm_delete_attr Comm_create_keyval "
+       "Comm_free_keyval Comm_get_errhandler Attr_get Attr_put Attr_delete Keyval_create Keyval_free "
+       "Group_size Group_rank Group_translate_ranks Group_compare Group_union Group_intersection "
+       "Group_difference Group_incl Group_excl Group_range_incl Group_range_excl Group_free "
+       "Topo_test Cartdim_get Cart_get Cart_rank Cart_coords Cart_shift Cart_map Graphdims_get Graph_get "
+       "Graph_neighbors_count Graph_neighbors Graph_map Dist_graph_neighbors_count Dist_graph_neighbors "
+       "Dims_create Info_create Info_dup Info_free Info_set Info_delete Info_get Info_get_valuelen "
+       "Info_get_nkeys Info_get_nthkey Info_get_string Error_class Error_string Get_processor_name "
+       "Op_commutative Get_count_c Status_c2f Status_f2c Type_extent Type_lb Type_ub Address Type_hvector "
+       "Type_hindexed Type_struct Errhandler_get T_pvar_read T_pvar_readreset T_cvar_read".split()
+     + _with_c("Reduce_local")),
     # Independent file I/O waits for no other process; MPI_File_delete is local.
     ("waits", _with_c("File_read_all File_write_all File_read_at_all File_write_at_all File_read_ordered "
                       "File_write_ordered File_read_all_begin File_write_all_begin File_read_at_all_begin "

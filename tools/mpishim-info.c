@@ -29,14 +29,20 @@ int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: mpishim-info [--doc md|man]\n"
+            printf("usage: mpishim-info [--doc md|man | --calls]\n"
                    "Prints the host MPI, cores, libfabric providers and the effective MPISHIM_* configuration.\n"
                    "--doc md|man: prints the reference of every MPISHIM_* variable instead (Markdown, or a man\n"
-                   "page section), without starting MPI.\n");
+                   "page section), without starting MPI.\n"
+                   "--calls: prints every MPI call the shim defines and what it does with it (docs/design.md,\n"
+                   "\"Which calls the shim changes\"), without starting MPI.\n");
             return 0;
         }
         if (!strcmp(argv[i], "--doc") && i + 1 < argc && (!strcmp(argv[i + 1], "md") || !strcmp(argv[i + 1], "man"))) {
             msh_cfg_doc(stdout, !strcmp(argv[i + 1], "man"));
+            return 0;
+        }
+        if (!strcmp(argv[i], "--calls")) {
+            mpishim_print_calls(stdout);
             return 0;
         }
         fprintf(stderr, "mpishim-info: unknown argument '%s' (try --help)\n", argv[i]);

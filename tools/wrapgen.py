@@ -233,6 +233,16 @@ def blocking_via_nonblocking(ret, n, plist, args, params, twin):
     return COLLECTIVE.format(ret=ret, name=n, plist=plist, args=", ".join(args), comm=comm, twin=twin, inter=inter)
 
 
+def body_lines(ret, call, enter, leave):
+    """The host call between a class's enter and leave."""
+    lines = [enter] if enter else []
+    lines += ["%s;" % call] if ret == "void" else ["%s msh_rc_ = %s;" % (ret, call)]
+    lines += [leave] if leave else []
+    if ret != "void":
+        lines.append("return msh_rc_;")
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--decls", required=True)
@@ -248,12 +258,14 @@ def main():
 
     names = sorted(n for n in decls if n.startswith("MPI_"))
     wrapped, skipped, converted, routed = [], [], [], []
+    kinds = {}  # what the shim does with each call it defines (mpishim_print_calls)
     errors = []
     body = []
     for n in names:
         p = "P" + n
         cls = calls.class_of(n)
         if n in hand:
+            kinds[n] = cls if cls in calls.HAND or cls == "collective" else "hand"
             continue
         if p not in decls or p not in host:
             skipped.append((n, "PMPI symbol not declared" if p not in decls else "PMPI symbol not exported"))
@@ -283,6 +295,7 @@ def main():
         if rma is not None:
             body.append(rma_routed(ret, n, plist, args, params, rma))
             routed.append(n)
+            kinds[n] = cls
             continue
         inb = nonblocking_twin(decls, host, n)
         if cls == "collective":
@@ -292,27 +305,39 @@ def main():
                 continue
             body.append(blocking_via_nonblocking(ret, n, plist, args, params, inb))
             converted.append(n)
+            kinds[n] = cls
             continue
         if inb is not None and cls != "pass":
             errors.append("%s: looks like a blocking collective (nonblocking twin %s) but tools/calls.py does not "
                           "class it: add it (collective, or pass to forward it as is)" % (n, inb))
             continue
-        enter, leave = ("MSH_PASS_ENTER();", "MSH_PASS_EXIT();")
+        enter, leave, kind = ("MSH_PASS_ENTER();", "MSH_PASS_EXIT();", "pass")
         if cls == "waits":
-            enter, leave = ("MSH_WAIT_ENTER();", "MSH_WAIT_EXIT();")
+            enter, leave, kind = ("MSH_WAIT_ENTER();", "MSH_WAIT_EXIT();", "waits")
         elif short in UNSERIALIZED:
-            enter, leave = ("", "")
+            enter, leave, kind = ("", "", "direct")
+        elif cls in ("local", "status"):
+            enter, leave, kind = ("MSH_LOCAL_ENTER();", "MSH_LOCAL_EXIT();", "local")
+        kinds[n] = kind
         call = "%s(%s)" % (p, ", ".join(args))
+        bare = {"pass": "MSH_PASS_BARE()", "local": "MSH_LOCAL_BARE()"}.get(kind)
+        if bare and "..." not in plist:
+            # The usual case a tail call to the host; the rest out of line,
+            # so that the tail call saves no registers first.
+            held = "msh_held_" + n
+            body.append("static MSH_NOINLINE %s %s(%s)\n" % (ret, held, plist))
+            body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in body_lines(ret, call, enter, leave)))
+            fwd = "%s(%s)" % (held, ", ".join(args))
+            if ret == "void":
+                lines = ["if (%s) {" % bare, "    %s;" % call, "    return;", "}", "%s;" % fwd]
+            else:
+                lines = ["if (%s)" % bare, "    return %s;" % call, "return %s;" % fwd]
+            body.append("MSH_EXPORT %s %s(%s)\n" % (ret, n, plist))
+            body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in lines))
+            wrapped.append(n)
+            continue
         body.append("MSH_EXPORT %s %s(%s)\n" % (ret, n, plist))
-        lines = [enter] if enter else []
-        if ret == "void":
-            lines += ["%s;" % call]
-        else:
-            lines += ["%s msh_rc_ = %s;" % (ret, call)]
-        lines += [leave] if leave else []
-        if ret != "void":
-            lines.append("return msh_rc_;")
-        body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in lines))
+        body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in body_lines(ret, call, enter, leave)))
         wrapped.append(n)
 
     if errors:
@@ -333,10 +358,10 @@ def main():
             f.write("/* skipped %s: %s */\n" % (n, why))
         f.write("#include \"intercept/wrap.h\"\n\n")
         f.write("".join(body))
-        f.write("const char *const msh_passthru_names[] = {\n")
-        for n in wrapped:
-            f.write("    \"%s\",\n" % n)
-        f.write("};\nconst int msh_passthru_count = %d;\n" % len(wrapped))
+        f.write("const char *const msh_call_kinds[][2] = {\n")
+        for n in sorted(kinds):
+            f.write("    {\"%s\", \"%s\"},\n" % (n, kinds[n]))
+        f.write("};\nconst int msh_call_kind_count = %d;\n" % len(kinds))
     if a.list:
         with open(a.list, "w") as f:
             f.write("\n".join(sorted(wrapped + converted + routed)) + "\n")

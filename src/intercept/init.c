@@ -10,6 +10,7 @@
 #include "core/log.h"
 #include "core/topo.h"
 #include "intercept/isendrecv.h"
+#include "intercept/passthru.h"
 #include "intercept/shim.h"
 #include "intercept/status.h"
 #include "vci/win.h"
@@ -188,6 +189,12 @@ MSH_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 MSH_EXPORT int mpishim_runtime(void)
 {
     return msh_on();
+}
+
+MSH_EXPORT void mpishim_print_calls(FILE *out)
+{
+    for (int i = 0; i < msh_call_kind_count; i++)
+        fprintf(out, "%-36s %s\n", msh_call_kinds[i][0], msh_call_kinds[i][1]);
 }
 
 MSH_EXPORT int MPI_Query_thread(int *provided)

@@ -80,9 +80,14 @@ extern MSH_TLS int msh_host_lock_depth;
  * generalized requests' callbacks may). Returns whether it locked; pass
  * that to msh_host_exit, so that the pair stays matched even if the
  * runtime state changed in between. */
+static inline int msh_host_serial(void)
+{
+    return MSH_UNLIKELY(msh_pool.serialized) && msh_on();
+}
+
 static inline int msh_host_enter(void)
 {
-    if (MSH_LIKELY(!msh_on() || !msh_pool.serialized))
+    if (MSH_LIKELY(!msh_host_serial()))
         return 0;
     pthread_mutex_lock(&msh_pool.host_lock);
     msh_host_lock_depth++;
