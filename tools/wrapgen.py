@@ -322,8 +322,9 @@ def main():
         call = "%s(%s)" % (p, ", ".join(args))
         bare = {"pass": "MSH_PASS_BARE()", "local": "MSH_LOCAL_BARE()"}.get(kind)
         if bare and "..." not in plist:
-            # The usual case a tail call to the host; the rest out of line,
-            # so that the tail call saves no registers first.
+            # A tail call to the host while nothing is around it (a
+            # concurrent host; for pass, no queued posting either); the
+            # rest out of line, so that the tail call saves no registers.
             held = "msh_held_" + n
             body.append("static MSH_NOINLINE %s %s(%s)\n" % (ret, held, plist))
             body.append("{\n%s}\n\n" % "".join("    %s\n" % l for l in body_lines(ret, call, enter, leave)))

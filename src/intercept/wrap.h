@@ -5,7 +5,11 @@
  * every policy a generated wrapper follows (serialized host, solo path,
  * partitioned progress, window routing, error handlers) is stated here once,
  * in C. Classes:
- *   pass-through    MSH_PASS_ENTER/EXIT around the host call (passthru.h);
+ *   pass-through    MSH_PASS_ENTER/EXIT around the host call (passthru.h),
+ *                   MSH_LOCAL_ENTER/EXIT for a call that involves no
+ *                   message, MSH_WAIT_ENTER/EXIT for one that may wait for
+ *                   other processes; a tail call to the host while
+ *                   MSH_PASS_BARE / MSH_LOCAL_BARE say nothing is around it;
  *   collective      a blocking collective as its nonblocking twin plus a
  *                   wait: msh_coll_enter / msh_coll_leave;
  *   routed RMA      the host call on the window's route: msh_win_direct()
