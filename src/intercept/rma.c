@@ -100,9 +100,9 @@ MSH_EXPORT int MPI_Win_free(MPI_Win *win)
 
 MSH_EXPORT int MPI_Win_get_attr(MPI_Win win, int keyval, void *attr_val, int *flag)
 {
-    MSH_PASS_ENTER();
+    MSH_LOCAL_ENTER(); /* a query: nothing queued to wait for */
     int rc = PMPI_Win_get_attr(win, keyval, attr_val, flag);
-    MSH_PASS_EXIT();
+    MSH_LOCAL_EXIT();
     if (rc == MPI_SUCCESS && keyval == MPI_WIN_SIZE && flag && *flag && tracked()) {
         msh_win *e = msh_win_lookup(win);
         if (e && e->sizes) /* the host has the rounded size */
@@ -126,9 +126,9 @@ static void user_size(MPI_Win win, int rank, MPI_Aint *size)
 
 MSH_EXPORT int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr)
 {
-    MSH_PASS_ENTER();
+    MSH_LOCAL_ENTER(); /* a query: nothing queued to wait for */
     int rc = PMPI_Win_shared_query(win, rank, size, disp_unit, baseptr);
-    MSH_PASS_EXIT();
+    MSH_LOCAL_EXIT();
     if (rc == MPI_SUCCESS)
         user_size(win, rank, size);
     return rc;
@@ -137,9 +137,9 @@ MSH_EXPORT int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *
 #if MPI_VERSION >= 4
 MSH_EXPORT int MPI_Win_shared_query_c(MPI_Win win, int rank, MPI_Aint *size, MPI_Aint *disp_unit, void *baseptr)
 {
-    MSH_PASS_ENTER();
+    MSH_LOCAL_ENTER(); /* a query: nothing queued to wait for */
     int rc = PMPI_Win_shared_query_c(win, rank, size, disp_unit, baseptr);
-    MSH_PASS_EXIT();
+    MSH_LOCAL_EXIT();
     if (rc == MPI_SUCCESS)
         user_size(win, rank, size);
     return rc;
