@@ -73,6 +73,13 @@ extern msh_vci_pool msh_pool;
  * every other thread's progress needs the lock it holds. */
 extern MSH_TLS int msh_host_lock_depth;
 
+/* Whether host calls are serialized by the shim now (the runtime is on
+ * over a serialized host): what msh_host_enter locks for. */
+static inline int msh_host_serial(void)
+{
+    return MSH_UNLIKELY(msh_pool.serialized) && msh_on();
+}
+
 /* Around a host call the shim makes outside a VCI lock: with a serialized
  * host (MPISHIM_HOST_THREAD=serialized, or a host below MULTIPLE) every
  * host call is made under the one host lock. Recursive, because a host may
@@ -80,11 +87,6 @@ extern MSH_TLS int msh_host_lock_depth;
  * generalized requests' callbacks may). Returns whether it locked; pass
  * that to msh_host_exit, so that the pair stays matched even if the
  * runtime state changed in between. */
-static inline int msh_host_serial(void)
-{
-    return MSH_UNLIKELY(msh_pool.serialized) && msh_on();
-}
-
 static inline int msh_host_enter(void)
 {
     if (MSH_LIKELY(!msh_host_serial()))
