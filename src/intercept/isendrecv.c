@@ -110,6 +110,7 @@ static void free_pair(pair *p)
     free(p);
 }
 
+/* Called by the engine as it retires the request, whichever call does. */
 static void pair_release(msh_request *r)
 {
     free_pair(pair_of(r));
@@ -118,7 +119,6 @@ static void pair_release(msh_request *r)
 
 static int pair_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
-    pair_release(r);
     return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
 }
 
@@ -200,6 +200,7 @@ const msh_req_ops msh_pair_req_ops = {
     .cancel = pair_cancel,
     .empty_status = msh_empty_status,
     .error_comm = pair_comm,
+    .release = pair_release,
 };
 
 /* The receive, then the send, through the engine: the communicator may

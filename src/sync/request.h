@@ -316,6 +316,10 @@ typedef struct msh_req_ops {
     int (*cancel)(msh_request *r);
     void (*empty_status)(MPI_Status *status); /* an inactive request's */
     MPI_Comm (*error_comm)(msh_request *r);   /* where its request errors are raised */
+    /* What the kind holds besides the request (its ext), given back when
+     * the engine retires the request (the array calls; its own wait and
+     * test retire it themselves); NULL: nothing. */
+    void (*release)(msh_request *r);
 } msh_req_ops;
 
 extern const msh_req_ops *msh_req_kinds[MSH_KIND_COUNT];

@@ -129,6 +129,9 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         own = 1;
         comm = r->q.comm;
     }
+    const msh_req_ops *o = msh_req_ops_of(r);
+    if (MSH_UNLIKELY(o->release != NULL))
+        o->release(r); /* before the cache's link overwrites ext */
     msh_vci_req_put(*held, r);
     *handle = MPI_REQUEST_NULL;
     if (MSH_UNLIKELY(own))
