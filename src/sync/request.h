@@ -46,6 +46,7 @@ typedef enum {
     MSH_KIND_PRECV,
     MSH_KIND_PART,  /* partitioned (src/partitioned): ext is its channel */
     MSH_KIND_PAIR,  /* MPI-4 nonblocking send-receive (intercept/isendrecv.c): ext holds its two host requests */
+    MSH_KIND_CTOR,  /* nonblocking communicator constructor (partitioned/cid.c): ext is its id agreement */
     MSH_KIND_COUNT,
 } msh_req_kind;
 
@@ -67,7 +68,7 @@ typedef struct msh_request {
     struct msh_sync *_Atomic sync;    /* waiter attached, NULL, or MSH_SYNC_CLAIMED */
     union {
         struct msh_request *next;     /* cache free list (state FREE) */
-        void *ext;                    /* MSH_KIND_PART, MSH_KIND_PAIR: the kind's own state */
+        void *ext;                    /* MSH_KIND_PART and the kinds after it: the kind's own state */
     };
     MPI_Status status;                /* valid in MSH_REQ_COMPLETE */
     /* Second line: a queued post's arguments (sync/queue.h), read by the

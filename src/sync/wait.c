@@ -101,6 +101,50 @@ static int retire_persistent(msh_request *r, MPI_Status *status, msh_vci **held,
     return err;
 }
 
+/* Without the runtime there are no VCIs: the only requests retired here
+ * are those of kinds with state of their own, made by msh_req_take from
+ * the global pool, which they go back to. */
+static int retire_pooled(msh_request *r, MPI_Request *handle, MPI_Status *status)
+{
+    int from = MSH_REQ_COMPLETE;
+    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from, MSH_REQ_FREE, memory_order_acq_rel,
+                                                              memory_order_acquire)))
+        return msh_bad_request();
+    int err = r->status.MPI_ERROR;
+    msh_status_out(status, &r->status);
+    const msh_req_ops *o = msh_req_ops_of(r);
+    if (o->release)
+        o->release(r);
+    msh_req_release(r);
+    msh_req_poison(r);
+    msh_req_pool_give(r, 1);
+    *handle = MPI_REQUEST_NULL;
+    return err;
+}
+
+msh_request *msh_req_take(int vci)
+{
+    msh_request *r;
+    if (!msh_on()) {
+        int got = 0;
+        r = msh_req_arena_init() == 0 ? msh_req_pool_take(1, &got) : NULL;
+        if (r)
+            msh_req_unpoison(r);
+    } else {
+        msh_vci *v = msh_vci_get(vci);
+        msh_vci_lock(v);
+        r = msh_vci_req_get(v);
+        msh_vci_unlock(v);
+    }
+    if (r) {
+        r->vci = (int16_t)vci;
+        r->persistent = r->freed = r->procnull = 0;
+        r->host = MPI_REQUEST_NULL;
+        atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
+    }
+    return r;
+}
+
 /* Any other request goes back to its VCI's cache, under that VCI's lock,
  * and is retired once as above; the lock, which the cache needs anyway,
  * makes the check and the move plain loads and stores (no locked
@@ -114,6 +158,8 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         *handle = MPI_REQUEST_NULL;
         return MPI_SUCCESS;
     }
+    if (MSH_UNLIKELY(r->kind >= MSH_KIND_PART) && !msh_on())
+        return retire_pooled(r, handle, status);
     hold_vci(held, msh_vci_get(r->vci));
     if (MSH_UNLIKELY(atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_COMPLETE))
         return msh_bad_request();
@@ -129,9 +175,11 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         own = 1;
         comm = r->q.comm;
     }
-    const msh_req_ops *o = msh_req_ops_of(r);
-    if (MSH_UNLIKELY(o->release != NULL))
-        o->release(r); /* before the cache's link overwrites ext */
+    if (MSH_UNLIKELY(r->kind >= MSH_KIND_PART)) {
+        const msh_req_ops *o = msh_req_ops_of(r);
+        if (o->release)
+            o->release(r); /* before the cache's link overwrites ext */
+    }
     msh_vci_req_put(*held, r);
     *handle = MPI_REQUEST_NULL;
     if (MSH_UNLIKELY(own))

@@ -9,11 +9,17 @@
  *   A1, A2  on A = MPI_Comm_dup(MPI_COMM_WORLD) (two channels, init order)
  *   B       on B = MPI_Comm_split(MPI_COMM_WORLD, 0, rank)
  *   W       on MPI_COMM_WORLD
+ *   D       on D = MPI_Comm_idup(MPI_COMM_WORLD)
  *   I       on an intercommunicator between even and odd world ranks
  *           (peer: the same local rank in the remote group), when the
  *           world size is even
- * The receiver initializes its receives in one order (I, B, W, A1, A2),
- * the sender its sends in another (A1, W, B, A2, I); per round every
+ *   J       on J = MPI_Comm_idup of that intercommunicator
+ * The two nonblocking duplicates are started together and completed in
+ * opposite orders on even and odd ranks (MPI_Wait on one, then an
+ * MPI_Testall loop): each one's completion needs the other ranks to move it
+ * on from inside their wait for the other (MPI's progress rule).
+ * The receiver initializes its receives in one order (I, B, J, W, D, A1,
+ * A2), the sender its sends in another (A1, D, W, B, A2, J, I); per round every
  * channel is started, readied, completed and checked (data, source, tag,
  * count). Three rounds. B is released with MPI_Comm_disconnect.
  */
@@ -22,7 +28,7 @@
 
 #include <stdint.h>
 
-#define NCH 5
+#define NCH 7
 #define TAG 7
 #define NROUND 3
 
@@ -61,20 +67,33 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Comm_split(MPI_COMM_WORLD, rank % 2, rank, &local));
         CHECK_MPI(MPI_Intercomm_create(local, 0, MPI_COMM_WORLD, rank % 2 ? 0 : 1, 99, &inter));
     }
-    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter};
-    for (int i = 0; i < 4; i++)
+    MPI_Comm d = MPI_COMM_NULL, j = MPI_COMM_NULL;
+    MPI_Request dq[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    CHECK_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &d, &dq[0]));
+    if (have_inter)
+        CHECK_MPI(MPI_Comm_idup(inter, &j, &dq[1]));
+    CHECK_MPI(MPI_Wait(&dq[rank % 2], MPI_STATUS_IGNORE));
+    for (int flag = 0; !flag;)
+        CHECK_MPI(MPI_Testall(2, dq, &flag, MPI_STATUSES_IGNORE));
+    CHECK(dq[0] == MPI_REQUEST_NULL && dq[1] == MPI_REQUEST_NULL, "MPI_Comm_idup: a request left after completion");
+    CHECK(d != MPI_COMM_NULL && (j != MPI_COMM_NULL) == have_inter, "MPI_Comm_idup made no communicator");
+    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter, d, j};
+    for (int i = 0; i < 6; i++)
         if (all[i] != MPI_COMM_NULL)
             CHECK_MPI(MPI_Comm_set_errhandler(all[i], MPI_ERRORS_RETURN));
 
+    /* The intercommunicator channels last: left out with an odd world size. */
     struct chan ch[NCH] = {
         {"A1", a, wpeer, 3, 40, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"A2", a, wpeer, 5, 24, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"B", b, wpeer, 2, 60, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"W", MPI_COMM_WORLD, wpeer, 4, 30, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"D", d, wpeer, 3, 16, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"I", inter, rank / 2, 6, 20, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"J", j, rank / 2, 2, 36, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
     };
-    const int nch = have_inter ? NCH : NCH - 1;
-    static const int rorder[NCH] = {4, 2, 3, 0, 1}, sorder[NCH] = {0, 3, 2, 1, 4};
+    const int nch = have_inter ? NCH : NCH - 2;
+    static const int rorder[NCH] = {5, 2, 6, 3, 4, 0, 1}, sorder[NCH] = {0, 4, 3, 2, 1, 6, 5};
 
     if (active) {
         for (int c = 0; c < nch; c++) {
@@ -134,9 +153,11 @@ int main(int argc, char **argv)
         }
     }
     if (have_inter) {
+        CHECK_MPI(MPI_Comm_free(&j));
         CHECK_MPI(MPI_Comm_free(&inter));
         CHECK_MPI(MPI_Comm_free(&local));
     }
+    CHECK_MPI(MPI_Comm_free(&d));
     CHECK_MPI(MPI_Comm_disconnect(&b)); /* frees like MPI_Comm_free */
     CHECK(b == MPI_COMM_NULL, "MPI_Comm_disconnect left the handle");
     CHECK_MPI(MPI_Comm_free(&a));
