@@ -55,9 +55,9 @@ _TABLE = [
     ("completion", "Wait Waitall Waitany Waitsome Test Testall Testany Testsome Request_get_status Request_free "
                    "Cancel Start Startall Request_c2f Request_f2c".split()),
     ("comm", "Comm_create Comm_create_group Comm_disconnect Comm_dup Comm_dup_with_info Comm_free Comm_get_info "
-             "Comm_idup Comm_idup_with_info Comm_set_errhandler Comm_set_info Comm_split Comm_split_type "
-             "Cart_create Cart_sub Graph_create Dist_graph_create Dist_graph_create_adjacent Intercomm_create "
-             "Intercomm_merge".split()),
+             "Comm_idup Comm_idup_with_info Comm_create_from_group Intercomm_create_from_groups "
+             "Comm_set_errhandler Comm_set_info Comm_split Comm_split_type Cart_create Cart_sub Graph_create "
+             "Dist_graph_create Dist_graph_create_adjacent Intercomm_create Intercomm_merge".split()),
     ("init", "Init Init_thread Finalize Query_thread".split()),
     ("status", ["Get_count"]),
     ("part", "Psend_init Precv_init Pready Pready_list Pready_range Parrived".split()),
@@ -100,7 +100,7 @@ _TABLE = [
      + "File_open File_close File_set_size File_preallocate File_sync File_set_view File_set_atomicity "
        "File_set_info File_seek_shared File_read_all_end File_write_all_end File_read_at_all_end "
        "File_write_at_all_end File_read_ordered_end File_write_ordered_end Comm_accept Comm_connect Comm_join "
-       "Comm_spawn Comm_spawn_multiple Comm_create_from_group Intercomm_create_from_groups".split()),
+       "Comm_spawn Comm_spawn_multiple".split()),
 ]
 
 CALLS = {}

@@ -270,6 +270,37 @@ MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newin
                   MPI_INFO_NULL, merge_twin, &a);
 }
 
+#if MPI_VERSION >= 4
+/* The constructors from groups (MPI-4, also for sessions): no parent
+ * communicator, so the runtime does not register them (they carry their
+ * traffic on themselves, vci/comm.h); the partitioned layer's id only,
+ * agreed over the new communicator inside the call (nothing while the
+ * layer is off, as in a program that never calls MPI_Init). */
+#define MSH_CTOR_FROM_GROUPS(call, out)                              \
+    do {                                                            \
+        MSH_WAIT_ENTER();                                           \
+        int rc = (call);                                            \
+        rc = part_registered(rc, *(out));                           \
+        MSH_WAIT_EXIT();                                            \
+        return rc;                                                  \
+    } while (0)
+
+MSH_EXPORT int MPI_Comm_create_from_group(MPI_Group group, const char *stringtag, MPI_Info info,
+                                          MPI_Errhandler errhandler, MPI_Comm *newcomm)
+{
+    MSH_CTOR_FROM_GROUPS(PMPI_Comm_create_from_group(group, stringtag, info, errhandler, newcomm), newcomm);
+}
+
+MSH_EXPORT int MPI_Intercomm_create_from_groups(MPI_Group local_group, int local_leader, MPI_Group remote_group,
+                                                int remote_leader, const char *stringtag, MPI_Info info,
+                                                MPI_Errhandler errhandler, MPI_Comm *newintercomm)
+{
+    MSH_CTOR_FROM_GROUPS(PMPI_Intercomm_create_from_groups(local_group, local_leader, remote_group, remote_leader,
+                                                           stringtag, info, errhandler, newintercomm),
+                         newintercomm);
+}
+#endif
+
 /* MPI_Comm_free and MPI_Comm_disconnect (which also waits for the
  * communicator's pending traffic): the side tables' entries and any
  * duplicates go first, inside the user's collective call, or they would

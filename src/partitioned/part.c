@@ -493,7 +493,7 @@ static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer
 {
     if (!msh_part_cid_find(comm, cid)) {
         msh_log("partitioned init on a communicator the shim did not see created "
-                "(MPI_Comm_create_from_group, or from a connection or spawn?)");
+                "(from MPI_Comm_connect, MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join?)");
         return msh_comm_error(comm, MPI_ERR_COMM);
     }
     int inter = 0, psize = 0;

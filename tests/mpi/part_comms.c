@@ -14,12 +14,15 @@
  *           (peer: the same local rank in the remote group), when the
  *           world size is even
  *   J       on J = MPI_Comm_idup of that intercommunicator
+ *   G       on G = MPI_Comm_create_from_group(MPI_COMM_WORLD's group)
+ *           (MPI 4.0 hosts)
  * The two nonblocking duplicates are started together and completed in
  * opposite orders on even and odd ranks (MPI_Wait on one, then an
  * MPI_Testall loop): each one's completion needs the other ranks to move it
  * on from inside their wait for the other (MPI's progress rule).
- * The receiver initializes its receives in one order (I, B, J, W, D, A1,
- * A2), the sender its sends in another (A1, D, W, B, A2, J, I); per round every
+ * The receiver initializes its receives in one order (I, B, J, W, G, D,
+ * A1, A2), the sender its sends in another (A1, D, W, G, B, A2, J, I); per
+ * round every
  * channel is started, readied, completed and checked (data, source, tag,
  * count). Three rounds. B is released with MPI_Comm_disconnect.
  */
@@ -28,7 +31,7 @@
 
 #include <stdint.h>
 
-#define NCH 7
+#define NCH 8
 #define TAG 7
 #define NROUND 3
 
@@ -77,12 +80,20 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Testall(2, dq, &flag, MPI_STATUSES_IGNORE));
     CHECK(dq[0] == MPI_REQUEST_NULL && dq[1] == MPI_REQUEST_NULL, "MPI_Comm_idup: a request left after completion");
     CHECK(d != MPI_COMM_NULL && (j != MPI_COMM_NULL) == have_inter, "MPI_Comm_idup made no communicator");
-    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter, d, j};
-    for (int i = 0; i < 6; i++)
+    MPI_Comm g = MPI_COMM_NULL;
+#if MPI_VERSION >= 4
+    MPI_Group wg;
+    CHECK_MPI(MPI_Comm_group(MPI_COMM_WORLD, &wg));
+    CHECK_MPI(MPI_Comm_create_from_group(wg, "org.mpishim.test.part_comms", MPI_INFO_NULL, MPI_ERRORS_RETURN, &g));
+    CHECK_MPI(MPI_Group_free(&wg));
+#endif
+    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter, d, j, g};
+    for (int i = 0; i < 7; i++)
         if (all[i] != MPI_COMM_NULL)
             CHECK_MPI(MPI_Comm_set_errhandler(all[i], MPI_ERRORS_RETURN));
 
-    /* The intercommunicator channels last: left out with an odd world size. */
+    /* A channel without its communicator (J and I with an odd world size,
+     * G before MPI 4.0) sits out. */
     struct chan ch[NCH] = {
         {"A1", a, wpeer, 3, 40, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"A2", a, wpeer, 5, 24, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
@@ -91,12 +102,13 @@ int main(int argc, char **argv)
         {"D", d, wpeer, 3, 16, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"I", inter, rank / 2, 6, 20, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"J", j, rank / 2, 2, 36, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"G", g, wpeer, 4, 12, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
     };
-    const int nch = have_inter ? NCH : NCH - 2;
-    static const int rorder[NCH] = {5, 2, 6, 3, 4, 0, 1}, sorder[NCH] = {0, 4, 3, 2, 1, 6, 5};
+#define EACH_CHANNEL(c) for (int c = 0; c < NCH; c++) if (ch[c].comm != MPI_COMM_NULL)
+    static const int rorder[NCH] = {5, 2, 6, 3, 7, 4, 0, 1}, sorder[NCH] = {0, 4, 3, 7, 2, 1, 6, 5};
 
     if (active) {
-        for (int c = 0; c < nch; c++) {
+        EACH_CHANNEL(c) {
             size_t n = (size_t)ch[c].parts * (size_t)ch[c].cnt;
             ch[c].sbuf = malloc(n * sizeof(int));
             ch[c].rbuf = malloc(n * sizeof(int));
@@ -104,18 +116,18 @@ int main(int argc, char **argv)
         }
         for (int k = 0; k < NCH; k++) {
             struct chan *c = &ch[rorder[k]];
-            if (rorder[k] < nch)
+            if (c->comm != MPI_COMM_NULL)
                 CHECK_MPI(MPI_Precv_init(c->rbuf, c->parts, c->cnt, MPI_INT, c->peer, TAG, c->comm, MPI_INFO_NULL,
                                          &c->r));
         }
         for (int k = 0; k < NCH; k++) {
             struct chan *c = &ch[sorder[k]];
-            if (sorder[k] < nch)
+            if (c->comm != MPI_COMM_NULL)
                 CHECK_MPI(MPI_Psend_init(c->sbuf, c->parts, c->cnt, MPI_INT, c->peer, TAG, c->comm, MPI_INFO_NULL,
                                          &c->s));
         }
         for (int round = 0; round < NROUND; round++) {
-            for (int c = 0; c < nch; c++) {
+            EACH_CHANNEL(c) {
                 int n = ch[c].parts * ch[c].cnt;
                 for (int i = 0; i < n; i++) {
                     ch[c].sbuf[i] = word(rank, c, round, i);
@@ -126,9 +138,10 @@ int main(int argc, char **argv)
             }
             /* Ready in reverse channel order: the data of the last
              * initialized channels goes first. */
-            for (int c = nch - 1; c >= 0; c--)
-                CHECK_MPI(MPI_Pready_range(0, ch[c].parts - 1, ch[c].s));
-            for (int c = 0; c < nch; c++) {
+            for (int c = NCH - 1; c >= 0; c--)
+                if (ch[c].comm != MPI_COMM_NULL)
+                    CHECK_MPI(MPI_Pready_range(0, ch[c].parts - 1, ch[c].s));
+            EACH_CHANNEL(c) {
                 MPI_Status st;
                 int rc = MPI_Wait(&ch[c].r, &st);
                 CHECK(rc == MPI_SUCCESS, "round %d channel %s: receive failed (error %d)", round, ch[c].name, rc);
@@ -145,7 +158,7 @@ int main(int argc, char **argv)
                           ch[c].name, i, ch[c].rbuf[i], word(wpeer, c, round, i));
             }
         }
-        for (int c = 0; c < nch; c++) {
+        EACH_CHANNEL(c) {
             CHECK_MPI(MPI_Request_free(&ch[c].r));
             CHECK_MPI(MPI_Request_free(&ch[c].s));
             free(ch[c].sbuf);
@@ -158,6 +171,8 @@ int main(int argc, char **argv)
         CHECK_MPI(MPI_Comm_free(&local));
     }
     CHECK_MPI(MPI_Comm_free(&d));
+    if (g != MPI_COMM_NULL)
+        CHECK_MPI(MPI_Comm_free(&g));
     CHECK_MPI(MPI_Comm_disconnect(&b)); /* frees like MPI_Comm_free */
     CHECK(b == MPI_COMM_NULL, "MPI_Comm_disconnect left the handle");
     CHECK_MPI(MPI_Comm_free(&a));
