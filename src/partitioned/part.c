@@ -329,6 +329,11 @@ static void finish_round(msh_request *r, msh_part *p)
     st->MPI_ERROR = p->err;
     PMPI_Status_set_elements_x(st, MPI_BYTE, p->send ? 0 : p->received);
     PMPI_Status_set_cancelled(st, 0);
+    /* The internal messages' errors come back as codes (their
+     * communicators return them): the call that retires the round raises
+     * it on the program's communicator, the engine's array calls too. */
+    r->q.own_error = p->err != MPI_SUCCESS;
+    r->q.comm = p->comm;
     atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
 }
 
@@ -697,6 +702,7 @@ int msh_part_retire(msh_request *r, MPI_Status *status)
 {
     msh_status_out(status, &r->status);
     int err = r->status.MPI_ERROR;
+    r->q.own_error = 0; /* raised here */
     atomic_store_explicit(&r->state, MSH_REQ_INACTIVE, memory_order_release);
     if (err != MPI_SUCCESS)
         msh_comm_error(((msh_part *)r->ext)->comm, err);
