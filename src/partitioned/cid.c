@@ -1,6 +1,7 @@
 /* Communicator ids for the partitioned layer (see channel.h). */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/htab.h"
@@ -133,7 +134,7 @@ typedef struct nbctor {
     MPI_Request host;         /* the current step's */
     nb_step step;
     int freed;                /* MPI_Request_free'd in flight: retired by the sweep */
-    int own_err;              /* an error of the shim's own (no memory), not raised by the host */
+    int own_err;              /* an error of the shim's own (no memory), which the host did not raise */
     long long mine, remote, own;
     MPI_Status st;            /* the constructor's */
     struct nbctor *next;      /* in flight */
@@ -224,6 +225,9 @@ static int nb_sweep(int wait)
         atomic_fetch_sub_explicit(&nb_inflight, 1, memory_order_relaxed);
         atomic_fetch_sub_explicit(&msh_part_nsetup, 1, memory_order_relaxed);
         s->r->status = s->st;
+        /* raised by the call that retires it (sync/request.h), unless freed */
+        s->r->q.own_error = (uint8_t)(s->own_err && !s->freed);
+        s->r->q.comm = s->parent;
         msh_req_complete_here(s->r);
         if (s->freed) {
             s->next = orphans;
@@ -256,11 +260,7 @@ static int ctor_progress(msh_request *r, int blocking)
 
 static int ctor_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
-    const nbctor *s = r->ext;
-    MPI_Comm parent = s->parent;
-    int own = s->own_err;
-    int err = msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
-    return own && err != MPI_SUCCESS ? msh_comm_error(parent, err) : err;
+    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
 }
 
 static int ctor_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)

@@ -318,8 +318,8 @@ typedef struct msh_req_ops {
     void (*empty_status)(MPI_Status *status); /* an inactive request's */
     MPI_Comm (*error_comm)(msh_request *r);   /* where its request errors are raised */
     /* What the kind holds besides the request (its ext), given back when
-     * the engine retires the request (the array calls; its own wait and
-     * test retire it themselves); NULL: nothing. */
+     * msh_req_retire retires it, whichever call does (its own wait and
+     * test, or the array calls); NULL: nothing. */
     void (*release)(msh_request *r);
 } msh_req_ops;
 
