@@ -258,38 +258,6 @@ static int ctor_progress(msh_request *r, int blocking)
     return atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_PENDING;
 }
 
-static int ctor_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
-{
-    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
-}
-
-static int ctor_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
-{
-    while (!ctor_progress(r, 1))
-        msh_idle();
-    return ctor_retire(r, handle, status);
-}
-
-static int ctor_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
-{
-    *flag = ctor_progress(r, 1);
-    return *flag ? ctor_retire(r, handle, status) : MPI_SUCCESS;
-}
-
-static int ctor_get_status(msh_request *r, int *flag, MPI_Status *status)
-{
-    *flag = ctor_progress(r, 1);
-    if (*flag)
-        msh_status_out(status, &r->status);
-    return MPI_SUCCESS;
-}
-
-static int ctor_start(msh_request *r)
-{
-    (void)r;
-    return msh_bad_request(); /* not persistent */
-}
-
 /* MPI_Request_free in flight (which MPI calls erroneous for a collective's
  * request): the agreement still finishes, swept, and is retired then. */
 static int ctor_free(msh_request *r, MPI_Request *handle)
@@ -336,10 +304,10 @@ static void ctor_release(msh_request *r)
 
 const msh_req_ops msh_ctor_req_ops = {
     .progress = ctor_progress,
-    .wait = ctor_wait,
-    .test = ctor_test,
-    .get_status = ctor_get_status,
-    .start = ctor_start,
+    .wait = msh_polled_wait,
+    .test = msh_polled_test,
+    .get_status = msh_polled_get_status,
+    .start = msh_no_start,
     .free = ctor_free,
     .cancel = ctor_cancel,
     .empty_status = msh_empty_status,

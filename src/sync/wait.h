@@ -80,6 +80,14 @@ int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_
  * Not persistent, no host request, no waiter; the kind, ext and state are
  * the caller's to set. NULL without memory. */
 msh_request *msh_req_take(int vci);
+/* MPI_Wait, MPI_Test and MPI_Request_get_status for a kind that is polled
+ * (its progress operation) and not persistent: progress until done, then
+ * msh_req_retire; and the start operation of a kind that is not
+ * persistent (MPI_ERR_REQUEST). */
+int msh_polled_wait(msh_request *r, MPI_Request *handle, MPI_Status *status);
+int msh_polled_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status);
+int msh_polled_get_status(msh_request *r, int *flag, MPI_Status *status);
+int msh_no_start(msh_request *r);
 
 /* ------------------------------------------------------------ posting */
 
