@@ -52,36 +52,6 @@ static int part_registered(int rc, MPI_Comm newcomm)
         return rc;                                                  \
     } while (0)
 
-/* The nonblocking duplicates: the host's constructor, its request wrapped
- * by the partitioned layer's until the members agree on the new
- * communicator's id (partitioned/cid.h). The runtime does not register
- * them: no internal duplicates can be made inside a nonblocking call, so
- * they carry their traffic on themselves (vci/comm.h). */
-static int idup_done(int rc, MPI_Comm comm, MPI_Comm *newcomm, MPI_Request host, MPI_Request *request)
-{
-    return rc == MPI_SUCCESS ? msh_part_comm_iadd(comm, newcomm, host, request) : rc;
-}
-
-MSH_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
-{
-    MPI_Request h = MPI_REQUEST_NULL;
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_idup(comm, newcomm, &h);
-    MSH_PASS_EXIT();
-    return idup_done(rc, comm, newcomm, h, request);
-}
-
-#if MPI_VERSION >= 4
-MSH_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request)
-{
-    MPI_Request h = MPI_REQUEST_NULL;
-    MSH_PASS_ENTER();
-    int rc = PMPI_Comm_idup_with_info(comm, info, newcomm, &h);
-    MSH_PASS_EXIT();
-    return idup_done(rc, comm, newcomm, h, request);
-}
-#endif
-
 /* Most constructors are collective over one communicator, scope: their
  * twins are MPI_Comm_create over it with the new communicator's group
  * (MPI_GROUP_EMPTY where the new one is MPI_COMM_NULL, which only an

@@ -110,7 +110,6 @@ static void after_host_init(int requested, int host_provided, int *provided)
      * runtime off too): before the runtime's progress thread can read it. */
     msh_sync_set_upper(&(msh_sync_upper){ .sweep = msh_part_sweep, .sweep_wanted = &msh_part_nsetup });
     msh_req_ops_register(MSH_KIND_PART, &msh_part_req_ops);
-    msh_req_ops_register(MSH_KIND_CTOR, &msh_ctor_req_ops);
 #if MPI_VERSION >= 4
     msh_req_ops_register(MSH_KIND_PAIR, &msh_pair_req_ops);
 #endif

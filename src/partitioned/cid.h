@@ -6,24 +6,12 @@
 
 #include <mpi.h>
 
-#include "sync/request.h"
-
 enum { MSH_PART_CID_WORLD = 0, MSH_PART_CID_SELF = 1 };
 
 /* Inside a user's communicator constructor, on the new communicator (the
  * shim's comm wrappers call it): its members agree on an id. Collective;
  * MPI_SUCCESS or the host's error. Nothing while the layer is off. */
 int msh_part_comm_add(MPI_Comm c);
-/* After the host's nonblocking constructor (MPI_Comm_idup) made host, which
- * puts the new communicator in *out when it completes: *request becomes a
- * shim request that completes once the members have agreed on its id
- * (kind MSH_KIND_CTOR, msh_ctor_req_ops; the sweep moves it on). host as
- * it is while the layer is off. MPI_SUCCESS. */
-int msh_part_comm_iadd(MPI_Comm parent, MPI_Comm *out, MPI_Request host, MPI_Request *request);
-extern const msh_req_ops msh_ctor_req_ops;
-/* Moves every agreement in flight on; the partitioned sweep calls it.
- * Returns how many finished. */
-int msh_part_cid_sweep(void);
 /* When the program frees c. */
 void msh_part_comm_del(MPI_Comm c);
 

@@ -155,10 +155,10 @@ static void watch_remove(msh_request *r)
 
 int msh_part_sweep(void)
 {
-    int n = msh_part_cid_sweep();
     if (pthread_mutex_trylock(&watch_lock) != 0)
-        return n; /* another thread is sweeping */
+        return 0; /* another thread is sweeping */
     msh_part_disp_poll();
+    int n = 0;
     for (int i = 0; i < nwatch;) {
         msh_request *r = watch[i];
         msh_part *p = r->ext;
@@ -497,8 +497,9 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
 static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer)
 {
     if (!msh_part_cid_find(comm, cid)) {
-        msh_log("partitioned init on a communicator the shim did not see created "
-                "(from MPI_Comm_connect, MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join?)");
+        msh_log("partitioned init on a communicator the shim did not see created (MPI_Comm_idup, or from "
+                "MPI_Comm_connect, MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join?); create it with a "
+                "blocking constructor");
         return msh_comm_error(comm, MPI_ERR_COMM);
     }
     int inter = 0, psize = 0;

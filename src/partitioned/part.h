@@ -40,14 +40,12 @@ static inline int msh_part_any(void)
     return atomic_load_explicit(&msh_part_nlive, memory_order_relaxed) != 0;
 }
 
-/* Started receive channels whose header has not arrived yet, and
- * communicator id agreements of nonblocking constructors in flight (cid.h).
- * Until a header arrives the channel's internal receives are not posted,
- * and until an agreement's step is done its next is not started: only the
- * shim can do either, and MPI's progress rule asks every blocking call of
- * the process to (a rank waiting for its own partitioned send, or in an
- * unrelated MPI_Recv, while its peer waits for this receive). While this is
- * non-zero, calls that would block in the host poll instead and sweep. */
+/* Started receive channels whose header has not arrived yet. Until it does
+ * their internal receives are not posted, and only the shim can post them:
+ * MPI's progress rule then asks every blocking call of the process to move
+ * them on (a rank waiting for its own partitioned send, or in an unrelated
+ * MPI_Recv, while its peer waits for this receive). While this is non-zero,
+ * calls that would block in the host poll instead and sweep. */
 extern _Atomic int msh_part_nsetup;
 
 static inline int msh_part_setup_pending(void)
@@ -55,8 +53,8 @@ static inline int msh_part_setup_pending(void)
     return atomic_load_explicit(&msh_part_nsetup, memory_order_relaxed) != 0;
 }
 
-/* Advance every watched channel and agreement once; never blocks (those
- * busy in another thread are skipped). Returns how many finished setup. */
+/* Advance every watched channel once; never blocks (channels busy in
+ * another thread are skipped). Returns the channels that finished setup. */
 int msh_part_sweep(void);
 
 static inline int msh_req_is_part(const msh_request *r)

@@ -46,7 +46,6 @@ typedef enum {
     MSH_KIND_PRECV,
     MSH_KIND_PART,  /* partitioned (src/partitioned): ext is its channel */
     MSH_KIND_PAIR,  /* MPI-4 nonblocking send-receive (intercept/isendrecv.c): ext holds its two host requests */
-    MSH_KIND_CTOR,  /* nonblocking communicator constructor (partitioned/cid.c): ext is its id agreement */
     MSH_KIND_COUNT,
 } msh_req_kind;
 

@@ -101,55 +101,6 @@ static int retire_persistent(msh_request *r, MPI_Status *status, msh_vci **held,
     return err;
 }
 
-/* Without the runtime there are no VCIs: the only requests retired here
- * are those of kinds with state of their own, made by msh_req_take from
- * the global pool, which they go back to. */
-static int retire_pooled(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_vci **held, raise_state *rs)
-{
-    int from = MSH_REQ_COMPLETE;
-    if (MSH_UNLIKELY(!atomic_compare_exchange_strong_explicit(&r->state, &from, MSH_REQ_FREE, memory_order_acq_rel,
-                                                              memory_order_acquire)))
-        return msh_bad_request();
-    int err = r->status.MPI_ERROR;
-    msh_status_out(status, &r->status);
-    int own = err != MPI_SUCCESS && r->q.own_error;
-    MPI_Comm comm = r->q.comm;
-    r->q.own_error = 0;
-    const msh_req_ops *o = msh_req_ops_of(r);
-    if (o->release)
-        o->release(r);
-    msh_req_release(r);
-    msh_req_poison(r);
-    msh_req_pool_give(r, 1);
-    *handle = MPI_REQUEST_NULL;
-    if (own)
-        raise_own(rs, held, comm, err);
-    return err;
-}
-
-msh_request *msh_req_take(int vci)
-{
-    msh_request *r;
-    if (!msh_on()) {
-        int got = 0;
-        r = msh_req_arena_init() == 0 ? msh_req_pool_take(1, &got) : NULL;
-        if (r)
-            msh_req_unpoison(r);
-    } else {
-        msh_vci *v = msh_vci_get(vci);
-        msh_vci_lock(v);
-        r = msh_vci_req_get(v);
-        msh_vci_unlock(v);
-    }
-    if (r) {
-        r->vci = (int16_t)vci;
-        r->persistent = r->freed = r->procnull = 0;
-        r->host = MPI_REQUEST_NULL;
-        atomic_store_explicit(&r->sync, NULL, memory_order_relaxed);
-    }
-    return r;
-}
-
 int msh_polled_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     const msh_req_ops *o = msh_req_ops_of(r);
@@ -191,8 +142,6 @@ static int retire_held(msh_request *r, MPI_Request *handle, MPI_Status *status, 
         *handle = MPI_REQUEST_NULL;
         return MPI_SUCCESS;
     }
-    if (MSH_UNLIKELY(r->kind >= MSH_KIND_PART) && !msh_on())
-        return retire_pooled(r, handle, status, held, rs);
     hold_vci(held, msh_vci_get(r->vci));
     if (MSH_UNLIKELY(atomic_load_explicit(&r->state, memory_order_acquire) != MSH_REQ_COMPLETE))
         return msh_bad_request();

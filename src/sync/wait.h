@@ -74,12 +74,6 @@ typedef enum { MSH_RAISE_COMM, MSH_RAISE_REQUEST, MSH_RAISE_ARRAY } msh_raise_by
  * becomes MPI_REQUEST_NULL unless persistent. Returns the request's error
  * code, or MPI_ERR_REQUEST if another thread retired it first. */
 int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_raise_by by);
-/* A request for a kind with state of its own (sync/request.h), made
- * outside any post: from VCI vci's cache under the runtime, else (no VCIs)
- * from the global pool; msh_req_retire gives it back to the same place.
- * Not persistent, no host request, no waiter; the kind, ext and state are
- * the caller's to set. NULL without memory. */
-msh_request *msh_req_take(int vci);
 /* MPI_Wait, MPI_Test and MPI_Request_get_status for a kind that is polled
  * (its progress operation) and not persistent: progress until done, then
  * msh_req_retire; and the start operation of a kind that is not
