@@ -117,6 +117,38 @@ static void pair_release(msh_request *r)
     r->ext = NULL;
 }
 
+static int pair_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
+{
+    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
+}
+
+static int pair_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
+{
+    while (!pair_progress(r, 1))
+        msh_idle();
+    return pair_retire(r, handle, status);
+}
+
+static int pair_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
+{
+    *flag = pair_progress(r, 1);
+    return *flag ? pair_retire(r, handle, status) : MPI_SUCCESS;
+}
+
+static int pair_get_status(msh_request *r, int *flag, MPI_Status *status)
+{
+    *flag = pair_progress(r, 1);
+    if (*flag)
+        msh_status_out(status, &r->status);
+    return MPI_SUCCESS;
+}
+
+static int pair_start(msh_request *r)
+{
+    (void)r;
+    return msh_bad_request(); /* not persistent */
+}
+
 /* MPI_Request_free of an active exchange: the host finishes both parts on
  * its own. The replace form's copy is freed if its send is already done,
  * else left (a few bytes; freeing it under a send in flight would be
@@ -138,7 +170,7 @@ static int pair_free(msh_request *r, MPI_Request *handle)
         atomic_store_explicit(&r->state, MSH_REQ_COMPLETE, memory_order_release);
     }
     MPI_Status ignored;
-    msh_req_retire(r, handle, &ignored, MSH_RAISE_REQUEST);
+    pair_retire(r, handle, &ignored);
     *handle = MPI_REQUEST_NULL;
     return MPI_SUCCESS;
 }
@@ -160,10 +192,10 @@ static MPI_Comm pair_comm(msh_request *r)
 
 const msh_req_ops msh_pair_req_ops = {
     .progress = pair_progress,
-    .wait = msh_polled_wait,
-    .test = msh_polled_test,
-    .get_status = msh_polled_get_status,
-    .start = msh_no_start,
+    .wait = pair_wait,
+    .test = pair_test,
+    .get_status = pair_get_status,
+    .start = pair_start,
     .free = pair_free,
     .cancel = pair_cancel,
     .empty_status = msh_empty_status,

@@ -101,34 +101,6 @@ static int retire_persistent(msh_request *r, MPI_Status *status, msh_vci **held,
     return err;
 }
 
-int msh_polled_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
-{
-    const msh_req_ops *o = msh_req_ops_of(r);
-    while (!o->progress(r, 1))
-        msh_idle();
-    return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
-}
-
-int msh_polled_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
-{
-    *flag = msh_req_ops_of(r)->progress(r, 1);
-    return *flag ? msh_req_retire(r, handle, status, MSH_RAISE_REQUEST) : MPI_SUCCESS;
-}
-
-int msh_polled_get_status(msh_request *r, int *flag, MPI_Status *status)
-{
-    *flag = msh_req_ops_of(r)->progress(r, 1);
-    if (*flag)
-        msh_status_out(status, &r->status);
-    return MPI_SUCCESS;
-}
-
-int msh_no_start(msh_request *r)
-{
-    (void)r;
-    return msh_bad_request(); /* not persistent */
-}
-
 /* Any other request goes back to its VCI's cache, under that VCI's lock,
  * and is retired once as above; the lock, which the cache needs anyway,
  * makes the check and the move plain loads and stores (no locked

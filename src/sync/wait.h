@@ -74,14 +74,6 @@ typedef enum { MSH_RAISE_COMM, MSH_RAISE_REQUEST, MSH_RAISE_ARRAY } msh_raise_by
  * becomes MPI_REQUEST_NULL unless persistent. Returns the request's error
  * code, or MPI_ERR_REQUEST if another thread retired it first. */
 int msh_req_retire(msh_request *r, MPI_Request *handle, MPI_Status *status, msh_raise_by by);
-/* MPI_Wait, MPI_Test and MPI_Request_get_status for a kind that is polled
- * (its progress operation) and not persistent: progress until done, then
- * msh_req_retire; and the start operation of a kind that is not
- * persistent (MPI_ERR_REQUEST). */
-int msh_polled_wait(msh_request *r, MPI_Request *handle, MPI_Status *status);
-int msh_polled_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status);
-int msh_polled_get_status(msh_request *r, int *flag, MPI_Status *status);
-int msh_no_start(msh_request *r);
 
 /* ------------------------------------------------------------ posting */
 
