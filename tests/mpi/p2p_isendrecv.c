@@ -140,8 +140,9 @@ static void arrays(MPI_Comm comm, int right, int left)
         by_array(comm, right, left, how, 20 + 2 * how);
     /* The heap after many, against the heap after a few (the hosts' and the
      * shim's caches warm): an exchange that kept its bookkeeping would add
-     * some 80 bytes each (the hosts' own growth here: up to 25 KiB). mallinfo2 counts glibc's heap; under a sanitizer's
-     * allocator it says 0 and this check says nothing. */
+     * some 80 bytes each (the hosts' own growth here: up to 25 KiB).
+     * mallinfo2 counts glibc's heap; under a sanitizer's allocator it says
+     * 0 and this check says nothing. */
     enum { MANY = 1000 };
     if (size > 2)
         return; /* the same per exchange at any size: the 2-rank runs say it, in less time */

@@ -16,9 +16,8 @@
  *           (MPI 4.0 hosts)
  * The receiver initializes its receives in one order (I, B, W, G, A1,
  * A2), the sender its sends in another (A1, W, G, B, A2, I); per round
- * every
- * channel is started, readied, completed and checked (data, source, tag,
- * count). Three rounds. B is released with MPI_Comm_disconnect.
+ * every channel is started, readied, completed and checked (data, source,
+ * tag, count). Three rounds. B is released with MPI_Comm_disconnect.
  */
 #include "testutil.h"
 #include "mpishim.h"
