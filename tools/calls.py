@@ -55,7 +55,7 @@ _TABLE = [
     ("completion", "Wait Waitall Waitany Waitsome Test Testall Testany Testsome Request_get_status Request_free "
                    "Cancel Start Startall Request_c2f Request_f2c".split()),
     ("comm", "Comm_create Comm_create_group Comm_disconnect Comm_dup Comm_dup_with_info Comm_free Comm_get_info "
-             "Comm_create_from_group Intercomm_create_from_groups "
+             "Comm_create_from_group Intercomm_create_from_groups Comm_idup Comm_idup_with_info "
              "Comm_set_errhandler Comm_set_info Comm_split Comm_split_type Cart_create Cart_sub Graph_create "
              "Dist_graph_create Dist_graph_create_adjacent Intercomm_create Intercomm_merge".split()),
     ("init", "Init Init_thread Finalize Query_thread".split()),

@@ -116,6 +116,8 @@ Comm_dup      comm:comm newcomm:comm_out
 Comm_dup_with_info comm:comm info:info newcomm:comm_out
 Comm_split    comm:comm color:int key:int newcomm:comm_out
 Comm_split_type comm:comm split_type:int key:int info:info newcomm:comm_out
+Comm_idup     comm:comm newcomm:comm_out request:request_out
+Comm_idup_with_info comm:comm info:info newcomm:comm_out request:request_out
 Comm_create   comm:comm group:group newcomm:comm_out
 Comm_create_group comm:comm group:group tag:int newcomm:comm_out
 Cart_create   comm_old:comm ndims:int dims:int_array periods:logical_array(ndims) reorder:logical_in comm_cart:comm_out

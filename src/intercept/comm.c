@@ -240,6 +240,46 @@ MSH_EXPORT int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newin
                   MPI_INFO_NULL, merge_twin, &a);
 }
 
+/* MPI_Comm_idup: the host completes it later; the runtime does not
+ * register the new communicator (no internal duplicate can be made inside
+ * a nonblocking constructor: vci/comm.h), and the partitioned layer gives
+ * it an id at the call, computed without communication (cid.c). Both hosts
+ * write the new handle at the call; one that left it for the completion
+ * would leave MPI_COMM_NULL here, and no id. */
+static int idup_registered(int rc, MPI_Comm parent, MPI_Comm newcomm)
+{
+    if (rc != MPI_SUCCESS)
+        return rc;
+    int r = msh_part_comm_idup(parent, newcomm);
+    return r == MPI_SUCCESS ? rc : msh_comm_error(parent, r);
+}
+
+#define MSH_IDUP(call, parent, out)                                  \
+    do {                                                            \
+        *(out) = MPI_COMM_NULL;                                     \
+        int rc;                                                     \
+        if (MSH_PASS_BARE()) {                                      \
+            rc = (call);                                            \
+        } else {                                                    \
+            MSH_PASS_ENTER();                                       \
+            rc = (call);                                            \
+            MSH_PASS_EXIT();                                        \
+        }                                                           \
+        return idup_registered(rc, (parent), *(out));               \
+    } while (0)
+
+MSH_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+    MSH_IDUP(PMPI_Comm_idup(comm, newcomm, request), comm, newcomm);
+}
+
+#if MPI_VERSION >= 4
+MSH_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm, MPI_Request *request)
+{
+    MSH_IDUP(PMPI_Comm_idup_with_info(comm, info, newcomm, request), comm, newcomm);
+}
+#endif
+
 #if MPI_VERSION >= 4
 /* The constructors from groups (MPI-4, also for sessions): no parent
  * communicator, so the runtime does not register them (they carry their

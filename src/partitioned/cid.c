@@ -1,5 +1,6 @@
 /* Communicator ids for the partitioned layer (see channel.h). */
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "core/htab.h"
@@ -12,10 +13,22 @@
  * the constructing thread knows it, so nothing can interleave with it):
  * its leader's world rank and a number that leader has never handed out
  * before, so ids never repeat in the job. No hidden constructor runs
- * inside a user's constructor. */
+ * inside a user's constructor.
+ *
+ * MPI_Comm_idup cannot agree on anything inside the call (its peers may
+ * be inside blocking calls on other communicators until it completes), so
+ * an idup's id is computed by each member alone from what all members
+ * share: its parent's id and how many idups the parent made before it.
+ * MPI has every member call the collectives of one communicator, idups
+ * included, in the same order, so the count is the same everywhere (idups
+ * on different parents may come in different orders: each parent counts
+ * its own). The two are mixed into 62 bits with bit 62 set, a range agreed
+ * ids never reach (they would need 2^30 processes): two idups' ids may
+ * collide with a chance of about n^2 / 2^63 for n of them in the job. */
 typedef struct pcomm {
     msh_hent h; /* keyed by the communicator handle */
     long long id;
+    _Atomic unsigned idups; /* MPI_Comm_idup calls on this communicator so far */
 } pcomm;
 
 /* One entry per live communicator, looked up by MPI_Psend_init and
@@ -64,6 +77,7 @@ int msh_part_cid_put(MPI_Comm c, long long id)
         return MPI_ERR_NO_MEM;
     p->h.key = msh_handle_key(&c, sizeof c);
     p->id = id;
+    atomic_init(&p->idups, 0);
     /* A handle the program freed without the shim seeing it (by a path it
      * does not intercept) may come back for a new communicator: the new
      * id replaces the old. */
@@ -83,6 +97,32 @@ int msh_part_comm_add(MPI_Comm c)
     int rc = agree_cid(c, &id);
     msh_host_exit(locked);
     return rc == MPI_SUCCESS ? msh_part_cid_put(c, id) : rc;
+}
+
+/* The k-th idup's id of the communicator known by id (see pcomm): a
+ * 64-bit finalizer (splitmix64's) over the pair. */
+static long long idup_cid(long long id, unsigned k)
+{
+    uint64_t x = (uint64_t)id + 0x9E3779B97F4A7C15ull * ((uint64_t)k + 1);
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return (long long)((x & ((1ull << 62) - 1)) | 1ull << 62);
+}
+
+int msh_part_comm_idup(MPI_Comm parent, MPI_Comm c)
+{
+    if (!cid_on || c == MPI_COMM_NULL)
+        return MPI_SUCCESS;
+    /* The parent stays while its idup is made (MPI forbids freeing it
+     * meanwhile), and two idups on it never overlap. A parent without an
+     * id (from MPI_Comm_connect, ...) gives none: partitioned init on its
+     * idups fails as on it. */
+    pcomm *p = (pcomm *)msh_htab_lookup(&pcs, msh_handle_key(&parent, sizeof parent));
+    if (!p)
+        return MPI_SUCCESS;
+    unsigned k = atomic_fetch_add_explicit(&p->idups, 1, memory_order_relaxed);
+    return msh_part_cid_put(c, idup_cid(p->id, k));
 }
 
 int msh_part_cid_find(MPI_Comm c, long long *id)

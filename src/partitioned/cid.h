@@ -12,6 +12,10 @@ enum { MSH_PART_CID_WORLD = 0, MSH_PART_CID_SELF = 1 };
  * shim's comm wrappers call it): its members agree on an id. Collective;
  * MPI_SUCCESS or the host's error. Nothing while the layer is off. */
 int msh_part_comm_add(MPI_Comm c);
+/* Inside MPI_Comm_idup(parent) on the new communicator c: its id,
+ * computed by each member alone (no communication). Nothing while the
+ * layer is off. */
+int msh_part_comm_idup(MPI_Comm parent, MPI_Comm c);
 /* When the program frees c. */
 void msh_part_comm_del(MPI_Comm c);
 

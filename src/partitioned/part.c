@@ -497,9 +497,8 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
 static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer)
 {
     if (!msh_part_cid_find(comm, cid)) {
-        msh_log("partitioned init on a communicator the shim did not see created (MPI_Comm_idup, or from "
-                "MPI_Comm_connect, MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join?); create it with a "
-                "blocking constructor");
+        msh_log("partitioned init on a communicator the shim did not see created (from MPI_Comm_connect, "
+                "MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join, or an idup of one?)");
         return msh_comm_error(comm, MPI_ERR_COMM);
     }
     int inter = 0, psize = 0;

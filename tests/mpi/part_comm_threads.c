@@ -5,7 +5,8 @@
  * MPI_COMM_WORLD made in thread order by the main thread). All threads at
  * once, NITER times: MPI_Comm_dup of the parent (every 3rd iteration an
  * MPI_Comm_split of it with one colour and reversed keys, so ranks differ
- * from world ranks), then a partitioned exchange on the new communicator
+ * from world ranks; every 3rd another an MPI_Comm_idup of it, completed
+ * with MPI_Wait, whose id each member works out alone), then a partitioned exchange on the new communicator
  * with the partner (world rank ^ 1, found through the group), the same
  * user tag in every thread, 3 send partitions against 2 receive
  * partitions, data checked; then MPI_Comm_free, with the partitioned
@@ -42,9 +43,13 @@ static void *worker(void *arg)
     int sbuf[N], rbuf[N];
     for (int i = 0; i < NITER; i++) {
         MPI_Comm c = MPI_COMM_NULL;
-        if (i % 3 == 2)
+        if (i % 3 == 2) {
             CHECK_MPI(MPI_Comm_split(parent[t], 0, size - rank, &c));
-        else
+        } else if (i % 3 == 1) {
+            MPI_Request r;
+            CHECK_MPI(MPI_Comm_idup(parent[t], &c, &r));
+            CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        } else
             CHECK_MPI(MPI_Comm_dup(parent[t], &c));
         if (wpeer < size) {
             /* The partner's rank in c. */

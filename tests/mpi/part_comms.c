@@ -14,17 +14,23 @@
  *           world size is even
  *   G       on G = MPI_Comm_create_from_group(MPI_COMM_WORLD's group)
  *           (MPI 4.0 hosts)
- * The receiver initializes its receives in one order (I, B, W, G, A1,
- * A2), the sender its sends in another (A1, W, G, B, A2, I); per round
- * every channel is started, readied, completed and checked (data, source,
- * tag, count). Three rounds. B is released with MPI_Comm_disconnect.
+ *   D1, D2  on two MPI_Comm_idup(MPI_COMM_WORLD), D2 by
+ *           MPI_Comm_idup_with_info on MPI 4.0 hosts
+ *   DA      on MPI_Comm_idup(A), made before D1 on even ranks and between
+ *           D1 and D2 on odd ones (legal: they have different parents)
+ *   DD      on MPI_Comm_idup(D1), an idup of an idup
+ *   DI      on MPI_Comm_idup(I), when there is I
+ * The receiver initializes its receives in one order, the sender its
+ * sends in another (rorder, sorder); per round every channel is started,
+ * readied, completed and checked (data, source, tag, count). Three
+ * rounds. B is released with MPI_Comm_disconnect.
  */
 #include "testutil.h"
 #include "mpishim.h"
 
 #include <stdint.h>
 
-#define NCH 6
+#define NCH 11
 #define TAG 7
 #define NROUND 3
 
@@ -70,8 +76,29 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Comm_create_from_group(wg, "org.mpishim.test.part_comms", MPI_INFO_NULL, MPI_ERRORS_RETURN, &g));
     CHECK_MPI(MPI_Group_free(&wg));
 #endif
-    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter, g};
-    for (int i = 0; i < 5; i++)
+    /* The idups: every member makes those on one parent in the same order,
+     * but the order across parents differs between even and odd ranks. */
+    MPI_Comm d1, d2, da, dd, di = MPI_COMM_NULL;
+    MPI_Request dr[5] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
+                         MPI_REQUEST_NULL};
+    if (rank % 2 == 0)
+        CHECK_MPI(MPI_Comm_idup(a, &da, &dr[2]));
+    CHECK_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &d1, &dr[0]));
+    if (rank % 2)
+        CHECK_MPI(MPI_Comm_idup(a, &da, &dr[2]));
+#if MPI_VERSION >= 4
+    CHECK_MPI(MPI_Comm_idup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, &d2, &dr[1]));
+#else
+    CHECK_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &d2, &dr[1]));
+#endif
+    if (have_inter)
+        CHECK_MPI(MPI_Comm_idup(inter, &di, &dr[4]));
+    CHECK_MPI(MPI_Waitall(5, dr, MPI_STATUSES_IGNORE));
+    CHECK_MPI(MPI_Comm_idup(d1, &dd, &dr[3]));
+    CHECK_MPI(MPI_Wait(&dr[3], MPI_STATUS_IGNORE));
+
+    MPI_Comm all[] = {a, b, MPI_COMM_WORLD, inter, g, d1, d2, da, dd, di};
+    for (int i = 0; i < 10; i++)
         if (all[i] != MPI_COMM_NULL)
             CHECK_MPI(MPI_Comm_set_errhandler(all[i], MPI_ERRORS_RETURN));
 
@@ -84,9 +111,15 @@ int main(int argc, char **argv)
         {"W", MPI_COMM_WORLD, wpeer, 4, 30, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"I", inter, rank / 2, 6, 20, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
         {"G", g, wpeer, 4, 12, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"D1", d1, wpeer, 3, 16, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"D2", d2, wpeer, 2, 36, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"DA", da, wpeer, 5, 10, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"DD", dd, wpeer, 7, 9, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
+        {"DI", di, rank / 2, 6, 8, NULL, NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL},
     };
 #define EACH_CHANNEL(c) for (int c = 0; c < NCH; c++) if (ch[c].comm != MPI_COMM_NULL)
-    static const int rorder[NCH] = {4, 2, 3, 5, 0, 1}, sorder[NCH] = {0, 3, 5, 2, 1, 4};
+    static const int rorder[NCH] = {8, 4, 2, 10, 3, 5, 6, 0, 9, 1, 7},
+                     sorder[NCH] = {0, 7, 3, 5, 9, 2, 1, 10, 6, 4, 8};
 
     if (active) {
         EACH_CHANNEL(c) {
@@ -146,7 +179,12 @@ int main(int argc, char **argv)
             free(ch[c].rbuf);
         }
     }
+    CHECK_MPI(MPI_Comm_free(&dd));
+    CHECK_MPI(MPI_Comm_free(&d1));
+    CHECK_MPI(MPI_Comm_free(&d2));
+    CHECK_MPI(MPI_Comm_free(&da));
     if (have_inter) {
+        CHECK_MPI(MPI_Comm_free(&di));
         CHECK_MPI(MPI_Comm_free(&inter));
         CHECK_MPI(MPI_Comm_free(&local));
     }
