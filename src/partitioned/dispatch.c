@@ -7,13 +7,22 @@
 #include "partitioned/channel.h"
 #include "vci/vci.h"
 
-/* One wildcard receive on hdrc stays posted; whoever polls matches what
- * it brings against receive channels in Precv_init order (the posted
- * list) or keeps it (the unexpected list), by (communicator id, world
- * source, user tag). MPI orders headers from one source on hdrc, so
- * channels match in init order per (source, communicator, tag), as MPI's
- * non-overtaking rule asks. The dispatcher never takes a channel's lock:
- * it fills rhdr and sets hdr_in, and the channel sets itself up. */
+/* A wildcard receive on hdrc, posted while some receive channel waits
+ * for its header; whoever polls matches what it brings against receive
+ * channels in Precv_init order (the posted list) or keeps it (the
+ * unexpected list), by (communicator id, world source, user tag). MPI
+ * orders headers from one source on hdrc, so channels match in init order
+ * per (source, communicator, tag), as MPI's non-overtaking rule asks. The
+ * dispatcher never takes a channel's lock: it fills rhdr and sets hdr_in,
+ * and the channel sets itself up.
+ *
+ * Why not always posted: a sender may run far ahead of its receiver (its
+ * eager messages complete at once), and a host's wildcard receive scans
+ * every unexpected message of the process (UCX, under MPICH, does so for
+ * every receive with a wildcard): draining each header as it came meant
+ * one such scan, past all the data of the channels before it, per header,
+ * quadratic in the channels in flight. Headers nobody waits for stay in
+ * the host until a channel needs one. */
 typedef struct hdr_msg {
     struct hdr_msg *next;
     int src;
@@ -22,8 +31,8 @@ typedef struct hdr_msg {
 
 static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
 static long long disp_buf[HDR_N];
-static MPI_Request disp_req = MPI_REQUEST_NULL;
-static int disp_on; /* the wildcard receive was posted once; under disp_lock */
+static MPI_Request disp_req = MPI_REQUEST_NULL; /* the wildcard receive while posted */
+static int disp_broken; /* the host refused it once: said, and not tried again */
 static msh_part *posted_head, *posted_tail;
 static hdr_msg *unexp_head, *unexp_tail;
 
@@ -32,11 +41,18 @@ static int hdr_matches(const msh_part *p, long long cid, int src, long long tag)
     return p->cid == cid && p->wpeer == src && (long long)p->tag == tag;
 }
 
+/* Under disp_lock: post the wildcard receive if a channel waits and it is
+ * not posted. */
 static void disp_start(void)
 {
+    if (disp_req != MPI_REQUEST_NULL || !posted_head || disp_broken)
+        return;
+    int locked = msh_host_enter();
     int rc = PMPI_Irecv(disp_buf, HDR_N, MPI_LONG_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, msh_part_hdrc, &disp_req);
+    msh_host_exit(locked);
     if (rc != MPI_SUCCESS) {
         disp_req = MPI_REQUEST_NULL;
+        disp_broken = 1;
         msh_log("partitioned layer: cannot post the header receive; partitioned receives will not complete");
     }
 }
@@ -55,7 +71,6 @@ void msh_part_disp_stop(void)
     }
     unexp_tail = NULL;
     posted_head = posted_tail = NULL;
-    disp_on = 0;
     pthread_mutex_unlock(&disp_lock);
 }
 
@@ -93,8 +108,8 @@ static void disp_deliver(int src, const long long *h)
     unexp_tail = m;
 }
 
-/* Drain the headers that have arrived; never blocks (skips when another
- * thread is at it). */
+/* Take the headers that have arrived, while a channel waits for one;
+ * never blocks (skips when another thread is at it). */
 void msh_part_disp_poll(void)
 {
     if (pthread_mutex_trylock(&disp_lock) != 0)
@@ -108,15 +123,14 @@ void msh_part_disp_poll(void)
         if (rc != MPI_SUCCESS) {
             msh_log("partitioned layer: header receive failed (error %d)", rc);
             disp_req = MPI_REQUEST_NULL;
+            disp_broken = 1;
             break;
         }
         if (!f)
             break;
         if (disp_buf[0] == HDR_MAGIC)
             disp_deliver(st.MPI_SOURCE, disp_buf);
-        locked = msh_host_enter();
         disp_start();
-        msh_host_exit(locked);
     }
     pthread_mutex_unlock(&disp_lock);
 }
@@ -125,15 +139,6 @@ void msh_part_disp_poll(void)
 void msh_part_disp_post(msh_part *p)
 {
     pthread_mutex_lock(&disp_lock);
-    if (!disp_on) {
-        /* Posted with the process's first partitioned receive: a program
-         * without any keeps no wildcard receive; headers sent earlier wait
-         * in the host meanwhile. */
-        disp_on = 1;
-        int locked = msh_host_enter();
-        disp_start();
-        msh_host_exit(locked);
-    }
     hdr_msg *prev = NULL;
     for (hdr_msg *m = unexp_head; m; prev = m, m = m->next)
         if (hdr_matches(p, m->h[1], m->src, m->h[2])) {
@@ -156,6 +161,7 @@ void msh_part_disp_post(msh_part *p)
     else
         posted_head = p;
     posted_tail = p;
+    disp_start();
     pthread_mutex_unlock(&disp_lock);
 }
 

@@ -367,9 +367,9 @@ static void recv_bytes(fab_req *r, size_t len, size_t whole, int err)
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
     msh_lane_set_bytes(st, err == MPI_ERR_TRUNCATE ? msh_lane_trunc_bytes(len, whole) : len);
-    if (r->b.tmp && len > 0 && msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) != MPI_SUCCESS &&
-        err == MPI_SUCCESS) {
-        st->MPI_ERROR = MPI_ERR_TRUNCATE;
+    int urc = r->b.tmp && len > 0 ? msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) : MPI_SUCCESS;
+    if (urc != MPI_SUCCESS && err == MPI_SUCCESS) {
+        st->MPI_ERROR = urc;
         msh_lane_set_bytes(st, 0);
     }
 }

@@ -505,14 +505,15 @@ int msh_lane_copy(msh_lane_named *n, void *ubuf, MPI_Count count, MPI_Datatype d
 }
 
 /* The last element of a message shorter than its receive: only the rem
- * bytes that came may land in the user's buffer. Whether they all did (0:
- * the message ends partway through a basic element, which MPICH refuses
- * in a noncontiguous receive, having written the whole basic elements
- * before it; Open MPI delivers every byte). MPICH's unpack writes whole
- * basic elements only, and takes any length for a contiguous type, as
- * MPICH receives one straight into the buffer: the element is unpacked
- * there directly. (MPI_Get_elements cannot tell the partial case on
- * MPICH 4.0: it miscounts the doubles of a struct {4 ints; 8 doubles}.)
+ * bytes that came may land in the user's buffer. MPI_SUCCESS when they all
+ * did; MPI_ERR_TRUNCATE when the message ends partway through a basic
+ * element, which MPICH refuses in a noncontiguous receive, having written
+ * the whole basic elements before it (Open MPI delivers every byte); or the
+ * error that kept them out. MPICH's unpack writes whole basic elements
+ * only, and takes any length for a contiguous type, as MPICH receives one
+ * straight into the buffer: the element is unpacked there directly.
+ * (MPI_Get_elements cannot tell the partial case on MPICH 4.0: it
+ * miscounts the doubles of a struct {4 ints; 8 doubles}.)
  * Open MPI's unpack refuses a short input: the element as the buffer holds
  * it now is packed, its first rem bytes replaced by the message's, and the
  * whole unpacked back, so that the rest of the element is written with the
@@ -524,24 +525,27 @@ static int unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Data
     void *at = (void *)elem;
     MPI_Count one = 1, pos = 0;
     MPI_Datatype t = dt, shifted;
-    if (from_bottom(&at, &one, &t, &shifted) != MPI_SUCCESS)
-        return 1;
+    int rc = from_bottom(&at, &one, &t, &shifted);
+    if (rc != MPI_SUCCESS)
+        return rc;
 #if defined(MPICH)
     (void)tsize;
-    int all = PMPI_Unpack_c(part, (MPI_Count)rem, &pos, at, one, t, MPI_COMM_WORLD) == MPI_SUCCESS &&
-              pos == (MPI_Count)rem;
+    if (PMPI_Unpack_c(part, (MPI_Count)rem, &pos, at, one, t, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        pos != (MPI_Count)rem)
+        rc = MPI_ERR_TRUNCATE;
 #else
-    int all = 1;
     char *whole = malloc((size_t)tsize);
-    if (whole && pack(at, one, t, whole, tsize, &pos) == MPI_SUCCESS && pos == tsize) {
+    if (!whole)
+        rc = MPI_ERR_NO_MEM;
+    else if ((rc = pack(at, one, t, whole, tsize, &pos)) == MPI_SUCCESS) {
         memcpy(whole, part, rem);
-        unpack(whole, tsize, at, one, t);
+        rc = unpack(whole, tsize, at, one, t);
     }
     free(whole);
 #endif
     if (shifted != MPI_DATATYPE_NULL)
         PMPI_Type_free(&shifted);
-    return all;
+    return rc;
 }
 
 int msh_lane_unpack_sized(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt, MPI_Count tsize, MPI_Aint extent)
@@ -552,14 +556,15 @@ int msh_lane_unpack_sized(const void *tmp, size_t len, void *ubuf, MPI_Datatype 
     size_t rem = len % (size_t)tsize;
     MPI_Datatype t = dt, shifted;
     void *at = ubuf;
-    if (from_bottom(&at, &cnt, &t, &shifted) == MPI_SUCCESS && cnt > 0)
-        unpack(tmp, (MPI_Count)len, at, cnt, t);
+    int rc = from_bottom(&at, &cnt, &t, &shifted);
+    if (rc == MPI_SUCCESS && cnt > 0)
+        rc = unpack(tmp, (MPI_Count)len, at, cnt, t);
     if (shifted != MPI_DATATYPE_NULL)
         PMPI_Type_free(&shifted);
-    if (rem && !unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem,
-                               (uintptr_t)ubuf + (uintptr_t)((MPI_Aint)n * extent), dt, tsize))
-        return MPI_ERR_TRUNCATE;
-    return MPI_SUCCESS;
+    if (rc == MPI_SUCCESS && rem)
+        rc = unpack_partial((const char *)tmp + (size_t)n * (size_t)tsize, rem,
+                            (uintptr_t)ubuf + (uintptr_t)((MPI_Aint)n * extent), dt, tsize);
+    return rc;
 }
 
 int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt)

@@ -225,7 +225,8 @@ static inline size_t msh_lane_trunc_bytes(size_t got, size_t whole)
 /* Unpack len received bytes from tmp into count dt at ubuf; or
  * MPI_ERR_TRUNCATE where the host refuses the message (it ends partway
  * through a basic element: MPICH, which still writes the whole basic
- * elements before it, as this does). */
+ * elements before it, as this does); or the error that kept bytes out
+ * (the host's unpack, MPI_ERR_NO_MEM), never a silent success. */
 int msh_lane_unpack(const void *tmp, size_t len, void *ubuf, MPI_Datatype dt);
 /* The same, with dt's size and extent known to the caller (a partitioned
  * channel unpacks one partition at a time with the same type). */

@@ -249,8 +249,9 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
         }
         /* zeroed when issued: not cancelled */
         msh_lane_set_bytes(s, len);
-        if (r->b.tmp && len > 0 && msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) != MPI_SUCCESS) {
-            s->MPI_ERROR = MPI_ERR_TRUNCATE;
+        int urc = r->b.tmp && len > 0 ? msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) : MPI_SUCCESS;
+        if (urc != MPI_SUCCESS) {
+            s->MPI_ERROR = urc;
             msh_lane_set_bytes(s, 0);
         }
     }
