@@ -24,6 +24,17 @@
  *             Reported: time from the last thread's end of compute (its
  *             MPI_Pready, or its arrival at the join) to the receiver's
  *             return from MPI_Wait.
+ *   burst     a receiver behind its sender: the sender makes N channels
+ *             (-r, default 1000) one after another while the receiver is
+ *             still away (it starts once the sender says it is done, or
+ *             after BURST_WAIT seconds if the sender cannot finish alone),
+ *             then the receiver makes its N;
+ *               part: MPI_Psend_init/MPI_Precv_init (1 partition), Start,
+ *                     Pready(0), Wait, MPI_Request_free;
+ *               base: MPI_Send_init/MPI_Recv_init, Start, Wait, free.
+ *             Reported ("chan"): the receiver's loop time / N, 5 bursts per
+ *             kind, alternating; sizes (default) 8 64 512 bytes, so that
+ *             the sender's messages wait unexpected at the receiver.
  *
  * One round (every mode, both kinds), the control messages are 0 bytes:
  *
@@ -99,10 +110,10 @@
 #define BENCH_PROG "partitioned" /* for die() */
 #include "common.h"
 
-enum { MODE_OVERHEAD, MODE_PARTS, MODE_EARLY };
+enum { MODE_OVERHEAD, MODE_PARTS, MODE_EARLY, MODE_BURST };
 enum { KIND_PART, KIND_BASE };
 enum { READY_EACH, READY_RANGE, READY_LIST };
-enum { TAG_GO = 1, TAG_ACK = 2, TAG_TIMES = 3, TAG_SYNC = 4, TAG_DATA = 100 };
+enum { TAG_GO = 1, TAG_ACK = 2, TAG_TIMES = 3, TAG_SYNC = 4, TAG_BURST = 5, TAG_DATA = 100 };
 enum {
     MAXLIST = 32,
     FULL_BELOW = 4096, /* partitions up to this size are checked whole every round */
@@ -111,7 +122,7 @@ enum {
     MAX_THREADS = 256,
 };
 
-static const char *const mode_names[] = { "overhead", "parts", "early" };
+static const char *const mode_names[] = { "overhead", "parts", "early", "burst" };
 static const char *const kind_names[] = { "part", "base" };
 
 static struct {
@@ -707,6 +718,91 @@ static void mode_early(double offset)
 
 /* ------------------------------------------------------------------ options */
 
+/* ------------------------------------------------------------------ burst */
+
+enum { BURST_RUNS = 5 };
+#define BURST_WAIT 0.5 /* seconds; MPICH's own layer waits for its receiver */
+
+/* One burst of n channels of one kind; the receiver's seconds per channel
+ * (0 on the sender). */
+static double burst_once(int kind, size_t size, int n, uint64_t rid0)
+{
+    MPI_Request req;
+    double t = 0;
+    check_mpi(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC, NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC,
+                           MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Sendrecv");
+    if (rank == 0) {
+        for (int i = 0; i < n; i++) {
+            stamp_region(0, size, rid0 + (uint64_t)i, 1);
+            if (kind == KIND_PART)
+                check_mpi(MPI_Psend_init(buf, 1, (MPI_Count)size, MPI_BYTE, 1, TAG_BURST, MPI_COMM_WORLD,
+                                         MPI_INFO_NULL, &req), "MPI_Psend_init");
+            else
+                check_mpi(MPI_Send_init(buf, (int)size, MPI_BYTE, 1, TAG_BURST, MPI_COMM_WORLD, &req),
+                          "MPI_Send_init");
+            check_mpi(MPI_Start(&req), "MPI_Start");
+            if (kind == KIND_PART)
+                check_mpi(MPI_Pready(0, req), "MPI_Pready");
+            check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+            check_mpi(MPI_Request_free(&req), "MPI_Request_free");
+        }
+        check_mpi(MPI_Send(NULL, 0, MPI_BYTE, 1, TAG_GO, MPI_COMM_WORLD), "MPI_Send");
+        return 0;
+    }
+    /* Away until the sender is done (or, where it cannot be done alone,
+     * for BURST_WAIT seconds). */
+    int done = 0;
+    check_mpi(MPI_Irecv(NULL, 0, MPI_BYTE, 0, TAG_GO, MPI_COMM_WORLD, &req), "MPI_Irecv");
+    double t0 = MPI_Wtime();
+    while (!done && MPI_Wtime() - t0 < BURST_WAIT)
+        check_mpi(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    t0 = MPI_Wtime();
+    for (int i = 0; i < n; i++) {
+        MPI_Request r;
+        MPI_Status st;
+        if (kind == KIND_PART)
+            check_mpi(MPI_Precv_init(buf, 1, (MPI_Count)size, MPI_BYTE, 0, TAG_BURST, MPI_COMM_WORLD, MPI_INFO_NULL,
+                                     &r), "MPI_Precv_init");
+        else
+            check_mpi(MPI_Recv_init(buf, (int)size, MPI_BYTE, 0, TAG_BURST, MPI_COMM_WORLD, &r), "MPI_Recv_init");
+        check_mpi(MPI_Start(&r), "MPI_Start");
+        check_mpi(MPI_Wait(&r, &st), "MPI_Wait");
+        check_mpi(MPI_Request_free(&r), "MPI_Request_free");
+        errors += check_region(0, size, rid0 + (uint64_t)i, 1);
+    }
+    t = (MPI_Wtime() - t0) / n;
+    if (!done)
+        check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
+    return t;
+}
+
+static void mode_burst(void)
+{
+    int n = (int)(opt.max_rounds < 100000 ? opt.max_rounds : 100000);
+    for (int s = 0; s < opt.nsizes; s++) {
+        size_t size = opt.sizes[s];
+        double v[2][BURST_RUNS];
+        for (int run = 0; run < BURST_RUNS; run++)
+            for (int j = 0; j < 2; j++) {
+                int kind = (run + j) % 2; /* alternate which kind goes first */
+                if (!want(kind))
+                    continue;
+                double t = burst_once(kind, size, n, (uint64_t)(cell_no++) << 32);
+                /* the receiver's time, to the sender, which prints */
+                if (rank == 1)
+                    check_mpi(MPI_Send(&t, 1, MPI_DOUBLE, 0, TAG_TIMES, MPI_COMM_WORLD), "MPI_Send");
+                else
+                    check_mpi(MPI_Recv(&v[kind][run], 1, MPI_DOUBLE, 1, TAG_TIMES, MPI_COMM_WORLD,
+                                       MPI_STATUS_IGNORE), "MPI_Recv");
+            }
+        if (rank == 0)
+            for (int kind = 0; kind < 2; kind++)
+                if (want(kind))
+                    print_line(kind_names[kind], size, 1, 1, n, "chan", v[kind], BURST_RUNS);
+        fflush(stdout);
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -715,9 +811,12 @@ static void usage(FILE *f)
             "            parts: 1..64 partitions of one buffer, one thread readies all\n"
             "            early: T threads ready their partitions at staggered times vs\n"
             "                   join + one MPI_Send; time from last ready to receiver's Wait\n"
+            "            burst: a receiver behind its sender; N channels (-r) made one\n"
+            "                   after another, per channel on the receiver\n"
             "  -k KIND   part, base or both (default both)\n"
             "  -s LIST   sizes in bytes, comma separated, K/M suffixes (default:\n"
-            "            overhead 8,64,512,4K,64K,1M,16M; parts and early 64K,1M,16M)\n"
+            "            overhead 8,64,512,4K,64K,1M,16M; parts and early 64K,1M,16M;\n"
+            "            burst 8,64,512)\n"
             "  -p LIST   parts: partition counts (default 1,2,4,8,16,32,64)\n"
             "  -t LIST   early: sender threads T (default 2,4)\n"
             "  -n N      early: partitions per thread (default 1)\n"
@@ -780,6 +879,7 @@ static int parse_args(int argc, char **argv)
             if (!strcmp(optarg, "overhead")) opt.mode = MODE_OVERHEAD;
             else if (!strcmp(optarg, "parts")) opt.mode = MODE_PARTS;
             else if (!strcmp(optarg, "early")) opt.mode = MODE_EARLY;
+            else if (!strcmp(optarg, "burst")) opt.mode = MODE_BURST;
             else return -1;
             break;
         case 'k':
@@ -816,7 +916,7 @@ static int parse_args(int argc, char **argv)
         return -1;
     if (opt.max_rounds < 0)
         opt.max_rounds = opt.mode == MODE_EARLY ? 200 : 1000;
-    static const char *const def_sizes[] = { "8,64,512,4K,64K,1M,16M", "64K,1M,16M", "64K,1M,16M" };
+    static const char *const def_sizes[] = { "8,64,512,4K,64K,1M,16M", "64K,1M,16M", "64K,1M,16M", "8,64,512" };
     if ((n = parse_list(sizes ? sizes : def_sizes[opt.mode], opt.sizes, MAXLIST)) <= 0)
         return -1;
     opt.nsizes = n;
@@ -902,6 +1002,7 @@ int main(int argc, char **argv)
     switch (opt.mode) {
     case MODE_OVERHEAD: mode_overhead(); break;
     case MODE_PARTS: mode_parts(); break;
+    case MODE_BURST: mode_burst(); break;
     default: mode_early(offset); break;
     }
 

@@ -11,6 +11,9 @@
 #   parts      1..64 partitions of 64K, 1M, 16M bytes vs the persistent pair
 #   early      early-bird, T = 2, 4 threads readying partitions at staggered
 #              times vs the threads joining and one MPI_Send
+#   burst      a receiver behind its sender: 1000 channels (8, 64, 512 bytes)
+#              made by the sender first, then by the receiver; per channel on
+#              the receiver, vs persistent send/receive pairs made the same way
 #
 # runs these configurations (each measures the partitioned variant and its
 # baseline in the same process, alternating; the raw one the baseline only):
@@ -43,7 +46,7 @@
 #
 # Environment:
 #   BENCH_RUNS       rounds, i.e. runs per (mode, configuration)   (default 5)
-#   BENCH_MODES      modes to run                  (default "overhead parts early")
+#   BENCH_MODES      modes to run            (default "overhead parts early burst")
 #   BENCH_ARGS       more partitioned options for every run, e.g. "-D 50" or
 #                    "-R range" (default none)
 #   BENCH_AGG_BYTES  MPISHIM_PART_MIN_BYTES of the agg configuration
@@ -57,21 +60,21 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$here/lib.sh"
 bench_setup partitioned
-modes=${BENCH_MODES:-overhead parts early}
+modes=${BENCH_MODES:-overhead parts early burst}
 agg=${BENCH_AGG_BYTES:-8192}
 tmo=${BENCH_TIMEOUT:-120}
 
 # Per-mode options: the data budget per variant and cell (-b MiB) keeps the
 # 16 MiB cells at 5 timed rounds (MPICH's native layer takes ~90 ms a round
 # there) while the small sizes get up to 1000 (early: 200).
-declare -A mode_args=([overhead]="-b 64" [parts]="-b 32" [early]="-b 64")
+declare -A mode_args=([overhead]="-b 64" [parts]="-b 32" [early]="-b 64" [burst]="")
 
 bench_posint BENCH_RUNS "$runs"
 bench_posint BENCH_TIMEOUT "$tmo"
 [[ $agg =~ ^[0-9]+$ ]] || die "BENCH_AGG_BYTES: '$agg' is not a number of bytes"
 [ -n "${modes// /}" ] || die "BENCH_MODES is empty"
 for m in $modes; do
-    case $m in overhead|parts|early) ;; *) die "BENCH_MODES: unknown mode '$m' (overhead parts early)" ;; esac
+    case $m in overhead|parts|early|burst) ;; *) die "BENCH_MODES: unknown mode '$m' (overhead parts early burst)" ;; esac
 done
 
 bench_hosts "$@"
@@ -149,6 +152,7 @@ bench_table() {
     local host=$1 csv=$2
     awk -F, -v host="$host" -v modes="$modes" -v cfgs_overhead="$(bench_configs "$host" overhead)" \
         -v cfgs_parts="$(bench_configs "$host" parts)" -v cfgs_early="$(bench_configs "$host" early)" \
+        -v cfgs_burst="$(bench_configs "$host" burst)" \
         -v runs="$runs" -v agg="$agg" -v dargs="$extra" "$bench_awk"'
     function us(x) { return x == "" ? "-" : (x < 10 ? sprintf("%.2f", x) : (x < 1000 ? sprintf("%.1f", x) : sprintf("%.0f", x))) }
     function pct(a, b) { return (a == "" || b == "" || b <= 0) ? "-" : sprintf("%+.0f%%", (a - b) / b * 100) }
@@ -285,6 +289,29 @@ bench_table() {
         printf "%s", rtt_line("early", cfgs_early)
         printf "%s", failnote("early", cfgs_early)
     }
+    function t_burst(    nc, C, c, ns, Z, i, z, b, p, line, hdr, raw) {
+        nc = split(cfgs_burst, C, " "); ns = split(sortnum(sizes["burst"]), Z, " ")
+        printf "(d) a receiver behind its sender: the sender makes 1000 channels one after another\n"
+        printf "    (init, Start, Pready, Wait, free), then the receiver its 1000 (init, Start, Wait,\n"
+        printf "    free); us per channel on the receiver; pers = the same with MPI_Send_init/MPI_Recv_init\n"
+        hdr = sprintf("%6s", "size")
+        for (c = 1; c <= nc; c++) {
+            if (C[c] == "raw") hdr = hdr sprintf(" | %-9s", "raw pers")
+            else hdr = hdr sprintf(" | %-6s %8s %8s", C[c], "pers", "part")
+        }
+        print hdr " | shim part/raw pers"
+        for (i = 1; i <= ns; i++) {
+            z = Z[i]; line = sprintf("%6s", hsize(z))
+            for (c = 1; c <= nc; c++) {
+                b = med(K("burst", C[c], "base", z, 1, 1, "chan"))
+                if (C[c] == "raw") { line = line sprintf(" | %9s", us(b)); raw = b; continue }
+                p = med(K("burst", C[c], "part", z, 1, 1, "chan"))
+                line = line sprintf(" | %6s %8s %8s", "", us(b), us(p))
+            }
+            print line sprintf(" | %s", ratio(med(K("burst", "shim", "part", z, 1, 1, "chan")), raw))
+        }
+        printf "%s", failnote("burst", cfgs_burst)
+    }
     END {
         dval = "100"
         if (match(dargs, /-D *[0-9.]+/)) { dval = substr(dargs, RSTART, RLENGTH); sub(/-D */, "", dval) }
@@ -292,9 +319,10 @@ bench_table() {
         if (match(dargs, /-n *[0-9]+/)) { ppt = substr(dargs, RSTART, RLENGTH); sub(/-n */, "", ppt); ppt += 0 }
         nm = split(modes, M, " ")
         for (k = 1; k <= nm; k++) {
-            if (!(M[k] in seen)) { printf "(%s: no results)\n%s\n", M[k], failnote(M[k], M[k] == "overhead" ? cfgs_overhead : (M[k] == "parts" ? cfgs_parts : cfgs_early)); continue }
+            if (!(M[k] in seen)) { printf "(%s: no results)\n%s\n", M[k], failnote(M[k], M[k] == "overhead" ? cfgs_overhead : (M[k] == "parts" ? cfgs_parts : (M[k] == "burst" ? cfgs_burst : cfgs_early))); continue }
             if (M[k] == "overhead") t_overhead()
             else if (M[k] == "parts") t_parts()
+            else if (M[k] == "burst") t_burst()
             else t_early()
             if (k < nm) print ""
         }
