@@ -34,7 +34,9 @@
  *               base: MPI_Send_init/MPI_Recv_init, Start, Wait, free.
  *             Reported ("chan"): the receiver's loop time / N, 5 bursts per
  *             kind, alternating; sizes (default) 8 64 512 bytes, so that
- *             the sender's messages wait unexpected at the receiver.
+ *             the sender's messages wait unexpected at the receiver. With
+ *             -F the sender initializes all N first, then runs them (its
+ *             headers then wait in front of its data).
  *
  * One round (every mode, both kinds), the control messages are 0 bytes:
  *
@@ -140,6 +142,7 @@ static struct {
     double budget_mib;     /* -b */
     int ready;             /* -R */
     long long min_bytes;   /* -a: info mpishim_part_min_bytes (-1: none) */
+    int init_first;        /* burst -F */
     int quiet;
 } opt;
 
@@ -723,6 +726,21 @@ static void mode_early(double offset)
 enum { BURST_RUNS = 5 };
 #define BURST_WAIT 0.5 /* seconds; MPICH's own layer waits for its receiver */
 
+/* The sender's round of one burst channel: its data (the words check_region
+ * expects of round rid), Start, Pready, Wait, free. */
+static void burst_send(MPI_Request *r, int kind, unsigned char *b, size_t size, uint64_t rid)
+{
+    for (size_t o = 0; o + 8 <= size; o += 8) {
+        uint64_t w = word_of(rid, o);
+        memcpy(b + o, &w, 8);
+    }
+    check_mpi(MPI_Start(r), "MPI_Start");
+    if (kind == KIND_PART)
+        check_mpi(MPI_Pready(0, *r), "MPI_Pready");
+    check_mpi(MPI_Wait(r, MPI_STATUS_IGNORE), "MPI_Wait");
+    check_mpi(MPI_Request_free(r), "MPI_Request_free");
+}
+
 /* One burst of n channels of one kind; the receiver's seconds per channel
  * (0 on the sender). */
 static double burst_once(int kind, size_t size, int n, uint64_t rid0)
@@ -732,20 +750,26 @@ static double burst_once(int kind, size_t size, int n, uint64_t rid0)
     check_mpi(MPI_Sendrecv(NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC, NULL, 0, MPI_BYTE, 1 - rank, TAG_SYNC,
                            MPI_COMM_WORLD, MPI_STATUS_IGNORE), "MPI_Sendrecv");
     if (rank == 0) {
+        /* -F: all the inits first, each channel on a buffer of its own */
+        int first = opt.init_first;
+        unsigned char *sb = first ? xcalloc((size_t)n, size) : buf;
+        MPI_Request *reqs = xcalloc(first ? (size_t)n : 1, sizeof *reqs);
         for (int i = 0; i < n; i++) {
-            stamp_region(0, size, rid0 + (uint64_t)i, 1);
+            MPI_Request *r = &reqs[first ? i : 0];
+            unsigned char *b = first ? sb + (size_t)i * size : buf;
             if (kind == KIND_PART)
-                check_mpi(MPI_Psend_init(buf, 1, (MPI_Count)size, MPI_BYTE, 1, TAG_BURST, MPI_COMM_WORLD,
-                                         MPI_INFO_NULL, &req), "MPI_Psend_init");
+                check_mpi(MPI_Psend_init(b, 1, (MPI_Count)size, MPI_BYTE, 1, TAG_BURST, MPI_COMM_WORLD,
+                                         MPI_INFO_NULL, r), "MPI_Psend_init");
             else
-                check_mpi(MPI_Send_init(buf, (int)size, MPI_BYTE, 1, TAG_BURST, MPI_COMM_WORLD, &req),
-                          "MPI_Send_init");
-            check_mpi(MPI_Start(&req), "MPI_Start");
-            if (kind == KIND_PART)
-                check_mpi(MPI_Pready(0, req), "MPI_Pready");
-            check_mpi(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait");
-            check_mpi(MPI_Request_free(&req), "MPI_Request_free");
+                check_mpi(MPI_Send_init(b, (int)size, MPI_BYTE, 1, TAG_BURST, MPI_COMM_WORLD, r), "MPI_Send_init");
+            if (!first)
+                burst_send(r, kind, b, size, rid0 + (uint64_t)i);
         }
+        for (int i = 0; first && i < n; i++)
+            burst_send(&reqs[i], kind, sb + (size_t)i * size, size, rid0 + (uint64_t)i);
+        free(reqs);
+        if (sb != buf)
+            free(sb);
         check_mpi(MPI_Send(NULL, 0, MPI_BYTE, 1, TAG_GO, MPI_COMM_WORLD), "MPI_Send");
         return 0;
     }
@@ -824,6 +848,7 @@ static void usage(FILE *f)
             "  -R HOW    how partitions are readied: each (MPI_Pready, default), range\n"
             "            (MPI_Pready_range), list (MPI_Pready_list)\n"
             "  -a BYTES  info key mpishim_part_min_bytes=BYTES on the partitioned inits\n"
+            "  -F        burst: the sender initializes all its channels before running any\n"
             "  -r N      at most N timed rounds per variant (default 1000; early 200)\n"
             "  -b MIB    and at most about MIB MiB of data per variant (default 256)\n"
             "  -q        result lines only\n"
@@ -873,7 +898,7 @@ static int parse_args(int argc, char **argv)
     opt.max_rounds = -1;
     opt.budget_mib = 256;
     opt.min_bytes = -1;
-    while ((c = getopt(argc, argv, "m:k:s:p:t:n:D:R:a:r:b:qh")) != -1) {
+    while ((c = getopt(argc, argv, "m:k:s:p:t:n:D:R:a:r:b:Fqh")) != -1) {
         switch (c) {
         case 'm':
             if (!strcmp(optarg, "overhead")) opt.mode = MODE_OVERHEAD;
@@ -907,6 +932,7 @@ static int parse_args(int argc, char **argv)
         }
         case 'r': opt.max_rounds = atol(optarg); if (opt.max_rounds < 1) return -1; break;
         case 'b': opt.budget_mib = atof(optarg); if (opt.budget_mib <= 0) return -1; break;
+        case 'F': opt.init_first = 1; break;
         case 'q': opt.quiet = 1; break;
         case 'h': return 1;
         default: return -1;

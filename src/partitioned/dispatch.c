@@ -5,24 +5,31 @@
 
 #include "core/log.h"
 #include "partitioned/channel.h"
+#include "sync/sync.h"
 #include "vci/vci.h"
 
-/* A wildcard receive on hdrc, posted while some receive channel waits
- * for its header; whoever polls matches what it brings against receive
- * channels in Precv_init order (the posted list) or keeps it (the
- * unexpected list), by (communicator id, world source, user tag). MPI
- * orders headers from one source on hdrc, so channels match in init order
- * per (source, communicator, tag), as MPI's non-overtaking rule asks. The
- * dispatcher never takes a channel's lock: it fills rhdr and sets hdr_in,
- * and the channel sets itself up.
+/* A wildcard receive on hdrc; whoever polls matches what it brings
+ * against receive channels in Precv_init order (the posted list) or keeps
+ * it (the unexpected list), by (communicator id, world source, user tag).
+ * MPI orders headers from one source on hdrc, so channels match in init
+ * order per (source, communicator, tag), as MPI's non-overtaking rule
+ * asks. The dispatcher never takes a channel's lock: it fills rhdr and
+ * sets hdr_in, and the channel sets itself up.
  *
- * Why not always posted: a sender may run far ahead of its receiver (its
- * eager messages complete at once), and a host's wildcard receive scans
- * every unexpected message of the process (UCX, under MPICH, does so for
- * every receive with a wildcard): draining each header as it came meant
- * one such scan, past all the data of the channels before it, per header,
- * quadratic in the channels in flight. Headers nobody waits for stay in
- * the host until a channel needs one. */
+ * When it is posted: a host may scan every unexpected message of the
+ * process for each receive (UCX under MPICH does, for any receive: MPICH's
+ * tag masks are never full), so where headers sit among the data matters.
+ * A sender that runs far ahead of its receiver (its eager messages
+ * complete at once) leaves each header behind the data of the channels
+ * before it: taking every header as it came cost one scan past all that
+ * data per header, quadratic in the channels in flight. A sender that
+ * initializes many channels before sending on any leaves the headers in
+ * front of the data, where every data receive of the receiver would scan
+ * past those not taken yet. So the receive is posted whenever a channel
+ * waits for its header, and beyond that, to take headers early, only
+ * while posting it stays cheap (DISP_CHEAP_US: a post that scanned a long
+ * queue, or found nothing in one, stops that until a cheap post). */
+#define DISP_CHEAP_US 1.0
 typedef struct hdr_msg {
     struct hdr_msg *next;
     int src;
@@ -33,6 +40,7 @@ static pthread_mutex_t disp_lock = PTHREAD_MUTEX_INITIALIZER;
 static long long disp_buf[HDR_N];
 static MPI_Request disp_req = MPI_REQUEST_NULL; /* the wildcard receive while posted */
 static int disp_broken; /* the host refused it once: said, and not tried again */
+static int disp_cheap;  /* the last post was cheap: take headers early */
 static msh_part *posted_head, *posted_tail;
 static hdr_msg *unexp_head, *unexp_tail;
 
@@ -41,14 +49,16 @@ static int hdr_matches(const msh_part *p, long long cid, int src, long long tag)
     return p->cid == cid && p->wpeer == src && (long long)p->tag == tag;
 }
 
-/* Under disp_lock: post the wildcard receive if a channel waits and it is
- * not posted. */
+/* Under disp_lock: post the wildcard receive, if it is not posted, when a
+ * channel waits for its header or the last post was cheap. */
 static void disp_start(void)
 {
-    if (disp_req != MPI_REQUEST_NULL || !posted_head || disp_broken)
+    if (disp_req != MPI_REQUEST_NULL || disp_broken || (!posted_head && !disp_cheap))
         return;
     int locked = msh_host_enter();
+    double t0 = msh_now_us();
     int rc = PMPI_Irecv(disp_buf, HDR_N, MPI_LONG_LONG, MPI_ANY_SOURCE, MPI_ANY_TAG, msh_part_hdrc, &disp_req);
+    disp_cheap = msh_now_us() - t0 < DISP_CHEAP_US;
     msh_host_exit(locked);
     if (rc != MPI_SUCCESS) {
         disp_req = MPI_REQUEST_NULL;
@@ -108,8 +118,8 @@ static void disp_deliver(int src, const long long *h)
     unexp_tail = m;
 }
 
-/* Take the headers that have arrived, while a channel waits for one;
- * never blocks (skips when another thread is at it). */
+/* Take the headers that have arrived; never blocks (skips when another
+ * thread is at it). */
 void msh_part_disp_poll(void)
 {
     if (pthread_mutex_trylock(&disp_lock) != 0)
