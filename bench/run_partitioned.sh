@@ -195,27 +195,33 @@ bench_table() {
         for (c = 1; c <= nc; c++) s = s sprintf(" %s %s us", C[c], us(med(K(mode, C[c], "-", 0, 0, 0, "rtt0"))))
         return s "\n"
     }
-    function t_overhead(    nc, C, c, ns, Z, i, z, b, p, line, hdr, raw) {
-        nc = split(cfgs_overhead, C, " "); ns = split(sortnum(sizes["overhead"]), Z, " ")
-        printf "(a) overhead of one partition: MPI_Psend_init/MPI_Precv_init with 1 partition + Pready(0)\n"
-        printf "    vs a persistent MPI_Send_init/MPI_Recv_init pair; us per round (one-way data + 0-byte ack)\n"
-        printf "    ovh = (part - persistent) / persistent, same configuration\n"
+    # One row per size: per configuration the persistent pair and the partitioned kind (with
+    # ovh, their difference too), the raw pair, and the shim against raw (rpart: the partitioned
+    # kind of the shim, else its pair). bparts: the parts field of the lines of the pair.
+    function t_size_rows(mode, cfgs, metric, bparts, ovh, rpart,    nc, C, c, ns, Z, i, z, b, p, line, hdr, raw) {
+        nc = split(cfgs, C, " "); ns = split(sortnum(sizes[mode]), Z, " ")
         hdr = sprintf("%6s", "size")
         for (c = 1; c <= nc; c++) {
             if (C[c] == "raw") hdr = hdr sprintf(" | %-9s", "raw pers")
-            else hdr = hdr sprintf(" | %-6s %8s %8s %7s", C[c], "pers", "part", "ovh")
+            else hdr = hdr sprintf(" | %-6s %8s %8s", C[c], "pers", "part") (ovh ? sprintf(" %7s", "ovh") : "")
         }
-        print hdr " | pers shim/raw"
+        print hdr (rpart ? " | shim part/raw pers" : " | pers shim/raw")
         for (i = 1; i <= ns; i++) {
             z = Z[i]; line = sprintf("%6s", hsize(z))
             for (c = 1; c <= nc; c++) {
-                b = med(K("overhead", C[c], "base", z, 0, 1, "round"))
+                b = med(K(mode, C[c], "base", z, bparts, 1, metric))
                 if (C[c] == "raw") { line = line sprintf(" | %9s", us(b)); raw = b; continue }
-                p = med(K("overhead", C[c], "part", z, 1, 1, "round"))
-                line = line sprintf(" | %6s %8s %8s %7s", "", us(b), us(p), pct(p, b))
+                p = med(K(mode, C[c], "part", z, 1, 1, metric))
+                line = line sprintf(" | %6s %8s %8s", "", us(b), us(p)) (ovh ? sprintf(" %7s", pct(p, b)) : "")
             }
-            print line sprintf(" | %s", ratio(med(K("overhead", "shim", "base", z, 0, 1, "round")), raw))
+            print line sprintf(" | %s", ratio(rpart ? med(K(mode, "shim", "part", z, 1, 1, metric)) : med(K(mode, "shim", "base", z, bparts, 1, metric)), raw))
         }
+    }
+    function t_overhead() {
+        printf "(a) overhead of one partition: MPI_Psend_init/MPI_Precv_init with 1 partition + Pready(0)\n"
+        printf "    vs a persistent MPI_Send_init/MPI_Recv_init pair; us per round (one-way data + 0-byte ack)\n"
+        printf "    ovh = (part - persistent) / persistent, same configuration\n"
+        t_size_rows("overhead", cfgs_overhead, "round", 0, 1, 0)
         printf "%s", rtt_line("overhead", cfgs_overhead)
         printf "%s", failnote("overhead", cfgs_overhead)
     }
@@ -289,27 +295,11 @@ bench_table() {
         printf "%s", rtt_line("early", cfgs_early)
         printf "%s", failnote("early", cfgs_early)
     }
-    function t_burst(    nc, C, c, ns, Z, i, z, b, p, line, hdr, raw) {
-        nc = split(cfgs_burst, C, " "); ns = split(sortnum(sizes["burst"]), Z, " ")
+    function t_burst() {
         printf "(d) a receiver behind its sender: the sender makes 1000 channels one after another\n"
         printf "    (init, Start, Pready, Wait, free), then the receiver its 1000 (init, Start, Wait,\n"
         printf "    free); us per channel on the receiver; pers = the same with MPI_Send_init/MPI_Recv_init\n"
-        hdr = sprintf("%6s", "size")
-        for (c = 1; c <= nc; c++) {
-            if (C[c] == "raw") hdr = hdr sprintf(" | %-9s", "raw pers")
-            else hdr = hdr sprintf(" | %-6s %8s %8s", C[c], "pers", "part")
-        }
-        print hdr " | shim part/raw pers"
-        for (i = 1; i <= ns; i++) {
-            z = Z[i]; line = sprintf("%6s", hsize(z))
-            for (c = 1; c <= nc; c++) {
-                b = med(K("burst", C[c], "base", z, 1, 1, "chan"))
-                if (C[c] == "raw") { line = line sprintf(" | %9s", us(b)); raw = b; continue }
-                p = med(K("burst", C[c], "part", z, 1, 1, "chan"))
-                line = line sprintf(" | %6s %8s %8s", "", us(b), us(p))
-            }
-            print line sprintf(" | %s", ratio(med(K("burst", "shim", "part", z, 1, 1, "chan")), raw))
-        }
+        t_size_rows("burst", cfgs_burst, "chan", 1, 0, 1)
         printf "%s", failnote("burst", cfgs_burst)
     }
     END {
