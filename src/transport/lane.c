@@ -537,7 +537,9 @@ static int unpack_partial(const char *part, size_t rem, uintptr_t elem, MPI_Data
     char *whole = malloc((size_t)tsize);
     if (!whole)
         rc = MPI_ERR_NO_MEM;
-    else if ((rc = pack(at, one, t, whole, tsize, &pos)) == MPI_SUCCESS) {
+    else if ((rc = pack(at, one, t, whole, tsize, &pos)) == MPI_SUCCESS && pos != tsize)
+        rc = MPI_ERR_INTERN; /* an element packs to its size: never seen otherwise */
+    else if (rc == MPI_SUCCESS) {
         memcpy(whole, part, rem);
         rc = unpack(whole, tsize, at, one, t);
     }
