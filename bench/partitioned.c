@@ -196,16 +196,18 @@ static size_t region_step(size_t lo, size_t hi, int full)
     return (full || hi - lo <= FULL_BELOW) ? 8 : STRIDE;
 }
 
-static void stamp_region(size_t lo, size_t hi, uint64_t rid, int full)
+/* Round rid's words of [lo, hi), written into base (the data buffer, or a
+ * burst channel's own). */
+static void stamp_region(unsigned char *base, size_t lo, size_t hi, uint64_t rid, int full)
 {
     size_t step = region_step(lo, hi, full), o;
     for (o = lo; o + 8 <= hi; o += step) {
         uint64_t w = word_of(rid, o);
-        memcpy(buf + o, &w, 8);
+        memcpy(base + o, &w, 8);
     }
     if (step != 8) {
         uint64_t w = word_of(rid, hi - 8);
-        memcpy(buf + hi - 8, &w, 8);
+        memcpy(base + hi - 8, &w, 8);
     }
 }
 
@@ -371,7 +373,7 @@ static double round_single(variant *v, size_t size, uint64_t rid, int full)
         for (int i = 0; i < v->nreg; i++) {
             size_t lo, hi;
             region_of(size, v->nreg, i, &lo, &hi);
-            stamp_region(lo, hi, rid, full);
+            stamp_region(buf, lo, hi, rid, full);
         }
         double t0 = now();
         check_mpi(MPI_Start(&v->req), "MPI_Start");
@@ -418,7 +420,7 @@ static void *worker(void *arg)
         for (int r = lo; r < hi; r++) {
             size_t a, b;
             region_of(pool.size, v->nreg, r, &a, &b);
-            stamp_region(a, b, pool.rid, pool.full);
+            stamp_region(buf, a, b, pool.rid, pool.full);
         }
         double until = pool.t_start + (double)(i + 1) * opt.delay_us * 1e-6;
         double t;
@@ -730,10 +732,7 @@ enum { BURST_RUNS = 5 };
  * expects of round rid), Start, Pready, Wait, free. */
 static void burst_send(MPI_Request *r, int kind, unsigned char *b, size_t size, uint64_t rid)
 {
-    for (size_t o = 0; o + 8 <= size; o += 8) {
-        uint64_t w = word_of(rid, o);
-        memcpy(b + o, &w, 8);
-    }
+    stamp_region(b, 0, size, rid, 1);
     check_mpi(MPI_Start(r), "MPI_Start");
     if (kind == KIND_PART)
         check_mpi(MPI_Pready(0, *r), "MPI_Pready");
