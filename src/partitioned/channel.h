@@ -26,7 +26,8 @@ typedef struct msh_part {
     char *buf;
     int partitions;
     MPI_Count count;
-    MPI_Datatype dtype;   /* our duplicate: the user may free theirs */
+    MPI_Datatype dtype;   /* a named type, or our duplicate: the user may free theirs */
+    int own_type;         /* dtype is our duplicate */
     MPI_Count tsize;      /* packed bytes of one element */
     MPI_Aint extent;
     int contig;           /* elements densely packed: byte offsets address the buffer */
@@ -40,7 +41,8 @@ typedef struct msh_part {
     MPI_Count msg_bytes;  /* bytes of every message but maybe the last */
     MPI_Count total;      /* bytes the sender sends */
     int tag_base;
-    part_msg *msg;
+    part_msg *msg;        /* nmsg of them: msg1, or allocated */
+    part_msg msg1;
     long long *hdr;       /* sender: header buffer (leaked if never delivered) */
     MPI_Request hdr_req;  /* sender: the header's send */
     long long rhdr[HDR_N]; /* receiver: the header, filled by the dispatcher */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include "core/htab.h"
+#include "core/log.h"
 #include "core/runtime.h"
 #include "partitioned/cid.h"
 #include "vci/vci.h"
@@ -25,11 +26,28 @@
  * its own). The two are mixed into 62 bits with bit 62 set, a range agreed
  * ids never reach (they would need 2^30 processes): two idups' ids may
  * collide with a chance of about n^2 / 2^63 for n of them in the job. */
+/* Where a communicator's ranks (its remote group's, for an
+ * intercommunicator) are in MPI_COMM_WORLD, made at the first partitioned
+ * init on it: a channel's peer is then looked up, where asking the host
+ * took four calls per init. */
+typedef struct pranks {
+    int size;
+    int world[]; /* MPI_UNDEFINED: not in MPI_COMM_WORLD */
+} pranks;
+
 typedef struct pcomm {
     msh_hent h; /* keyed by the communicator handle */
     long long id;
     _Atomic unsigned idups; /* MPI_Comm_idup calls on this communicator so far */
+    pranks *_Atomic ranks;  /* NULL until its first partitioned init */
 } pcomm;
+
+static void pcomm_free(pcomm *p)
+{
+    if (p)
+        free(atomic_load_explicit(&p->ranks, memory_order_relaxed));
+    free(p);
+}
 
 /* One entry per live communicator, looked up by MPI_Psend_init and
  * MPI_Precv_init and removed by MPI_Comm_free: a hash table, since a
@@ -78,10 +96,11 @@ int msh_part_cid_put(MPI_Comm c, long long id)
     p->h.key = msh_handle_key(&c, sizeof c);
     p->id = id;
     atomic_init(&p->idups, 0);
+    atomic_init(&p->ranks, NULL);
     /* A handle the program freed without the shim seeing it (by a path it
      * does not intercept) may come back for a new communicator: the new
      * id replaces the old. */
-    free(msh_htab_remove(&pcs, p->h.key));
+    pcomm_free((pcomm *)msh_htab_remove(&pcs, p->h.key));
     int rc = msh_htab_insert(&pcs, &p->h);
     if (rc != MPI_SUCCESS)
         free(p);
@@ -135,11 +154,87 @@ int msh_part_cid_find(MPI_Comm c, long long *id)
     return p != NULL;
 }
 
+/* c's world ranks, made by the first caller (a thread that loses the race
+ * to publish them frees its own); NULL if the host refused a query or
+ * memory ran out. */
+static const pranks *ranks_of(pcomm *p, MPI_Comm c)
+{
+    pranks *pr = atomic_load_explicit(&p->ranks, memory_order_acquire);
+    if (pr)
+        return pr;
+    int inter = 0, n = 0, *in = NULL;
+    MPI_Group g = MPI_GROUP_NULL, w = MPI_GROUP_NULL;
+    int locked = msh_host_enter();
+    int rc = PMPI_Comm_test_inter(c, &inter);
+    if (rc == MPI_SUCCESS)
+        rc = inter ? PMPI_Comm_remote_group(c, &g) : PMPI_Comm_group(c, &g);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Group_size(g, &n);
+    if (rc == MPI_SUCCESS)
+        rc = PMPI_Comm_group(MPI_COMM_WORLD, &w);
+    if (rc == MPI_SUCCESS) {
+        pr = malloc(sizeof *pr + (size_t)n * sizeof pr->world[0]);
+        in = malloc((size_t)(n ? n : 1) * sizeof *in);
+        if (!pr || !in)
+            rc = MPI_ERR_NO_MEM;
+    }
+    if (rc == MPI_SUCCESS) {
+        pr->size = n;
+        for (int i = 0; i < n; i++)
+            in[i] = i;
+        rc = n ? PMPI_Group_translate_ranks(g, n, in, w, pr->world) : MPI_SUCCESS;
+    }
+    if (g != MPI_GROUP_NULL)
+        PMPI_Group_free(&g);
+    if (w != MPI_GROUP_NULL)
+        PMPI_Group_free(&w);
+    msh_host_exit(locked);
+    free(in);
+    if (rc != MPI_SUCCESS) {
+        free(pr);
+        return NULL;
+    }
+    pranks *none = NULL;
+    if (!atomic_compare_exchange_strong_explicit(&p->ranks, &none, pr, memory_order_acq_rel,
+                                                 memory_order_acquire)) {
+        free(pr);
+        pr = none;
+    }
+    return pr;
+}
+
+int msh_part_comm_peer(MPI_Comm c, int peer, long long *id, int *wpeer)
+{
+    /* As in msh_part_cid_find: c outlives the call. */
+    pcomm *p = (pcomm *)msh_htab_lookup(&pcs, msh_handle_key(&c, sizeof c));
+    if (!p) {
+        msh_log("partitioned init on a communicator the shim did not see created (from MPI_Comm_connect, "
+                "MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join, or an idup of one?)");
+        return MPI_ERR_COMM;
+    }
+    *id = p->id;
+    const pranks *pr = ranks_of(p, c);
+    if (!pr)
+        return MPI_ERR_COMM;
+    *wpeer = MPI_PROC_NULL;
+    if (peer == MPI_PROC_NULL)
+        return MPI_SUCCESS;
+    if (peer < 0 || peer >= pr->size)
+        return MPI_ERR_RANK;
+    if (pr->world[peer] == MPI_UNDEFINED) {
+        msh_log("partitioned init: rank %d of this communicator is not in MPI_COMM_WORLD (dynamic processes are not supported)",
+                peer);
+        return MPI_ERR_COMM;
+    }
+    *wpeer = pr->world[peer];
+    return MPI_SUCCESS;
+}
+
 void msh_part_comm_del(MPI_Comm c)
 {
     /* Channels keep their id and world ranks: nothing else to undo, also
      * for channels still alive on c. */
-    free(msh_htab_remove(&pcs, msh_handle_key(&c, sizeof c)));
+    pcomm_free((pcomm *)msh_htab_remove(&pcs, msh_handle_key(&c, sizeof c)));
 }
 
 int msh_part_cid_init(void)
@@ -152,7 +247,7 @@ int msh_part_cid_init(void)
 static void drop_entry(msh_hent *e, void *arg)
 {
     (void)arg;
-    free(e);
+    pcomm_free((pcomm *)e);
 }
 
 void msh_part_cid_fini(void)

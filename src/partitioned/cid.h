@@ -22,6 +22,11 @@ void msh_part_comm_del(MPI_Comm c);
 int msh_part_cid_init(void); /* the layer serves partitioned calls: ids from now on */
 int msh_part_cid_put(MPI_Comm c, long long id);
 int msh_part_cid_find(MPI_Comm c, long long *id);
+/* A partitioned init's communicator c and peer: c's id, and the peer's
+ * rank in MPI_COMM_WORLD (MPI_PROC_NULL for MPI_PROC_NULL). MPI_SUCCESS,
+ * MPI_ERR_RANK (out of range), or MPI_ERR_COMM (no id, a host query
+ * failed, or the peer is not in MPI_COMM_WORLD; said in the log). */
+int msh_part_comm_peer(MPI_Comm c, int peer, long long *id, int *wpeer);
 void msh_part_cid_fini(void);
 
 #endif

@@ -32,7 +32,6 @@ static int nbg; /* watched channels freed by the user (bg); under watch_lock */
 
 static int layer; /* 1: the shim's layer serves partitioned calls */
 MPI_Comm msh_part_hdrc = MPI_COMM_NULL, msh_part_datac = MPI_COMM_NULL;
-static MPI_Group world_group = MPI_GROUP_NULL;
 
 int msh_part_layer_on(void) { return layer; }
 
@@ -49,7 +48,6 @@ void msh_part_init(void)
 #endif
     if (!layer)
         return;
-    PMPI_Comm_group(MPI_COMM_WORLD, &world_group);
     if (PMPI_Comm_dup(MPI_COMM_WORLD, &msh_part_hdrc) != MPI_SUCCESS ||
         PMPI_Comm_dup(MPI_COMM_WORLD, &msh_part_datac) != MPI_SUCCESS) {
         msh_log("partitioned layer: cannot duplicate MPI_COMM_WORLD; partitioned calls will fail");
@@ -91,8 +89,6 @@ void msh_part_fini(void)
         PMPI_Comm_free(&msh_part_datac);
     if (msh_part_hdrc != MPI_COMM_NULL)
         PMPI_Comm_free(&msh_part_hdrc);
-    if (world_group != MPI_GROUP_NULL)
-        PMPI_Group_free(&world_group);
     msh_part_cid_fini();
     pthread_mutex_lock(&watch_lock);
     free(watch);
@@ -241,6 +237,17 @@ static int remake_freed_msgs(msh_part *p)
     return rc;
 }
 
+/* p's messages (p->nmsg), zeroed: one (the usual case for a message of a
+ * few partitions) in p itself, no allocation. */
+static part_msg *msgs_new(msh_part *p)
+{
+    if (p->nmsg <= 1) {
+        memset(&p->msg1, 0, sizeof p->msg1);
+        return &p->msg1;
+    }
+    return calloc((size_t)p->nmsg, sizeof *p->msg);
+}
+
 /* Receiver, under p->lock: the header has arrived; plan the receives. */
 static int create_recvs(msh_part *p)
 {
@@ -252,8 +259,7 @@ static int create_recvs(msh_part *p)
     p->total = h[6];
     p->tag_base = (int)h[7];
     p->msg_bytes = msh_pplan_msg_bytes(p->total, h[3] > 0 && h[3] <= INT32_MAX ? (int)h[3] : 0, p->group, p->nmsg);
-    p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
-    if (!p->msg)
+    if (!(p->msg = msgs_new(p)))
         return MPI_ERR_NO_MEM;
     MPI_Count cap = (MPI_Count)p->partitions * p->count * p->tsize;
     if (!p->contig && p->tsize > 0 && p->nmsg > 0 && cap > 0 &&
@@ -327,8 +333,7 @@ static void finish_round(msh_request *r, msh_part *p)
     if (!p->send && p->peer == MPI_PROC_NULL)
         st->MPI_TAG = MPI_ANY_TAG;
     st->MPI_ERROR = p->err;
-    PMPI_Status_set_elements_x(st, MPI_BYTE, p->send ? 0 : p->received);
-    PMPI_Status_set_cancelled(st, 0);
+    msh_lane_set_bytes(st, (size_t)(p->send ? 0 : p->received)); /* zeroed: not cancelled */
     /* The internal messages' errors come back as codes (their
      * communicators return them): the call that retires the round raises
      * it on the program's communicator, the engine's array calls too. */
@@ -415,29 +420,6 @@ static MPI_Count min_bytes_of(MPI_Info info)
     return (MPI_Count)c.part_min_bytes;
 }
 
-/* A peer's rank in MPI_COMM_WORLD (the remote group's for an
- * intercommunicator); local calls only. */
-static int world_rank_of(MPI_Comm comm, int peer, int *wr)
-{
-    int inter = 0;
-    MPI_Group g = MPI_GROUP_NULL;
-    int locked = msh_host_enter();
-    int rc = PMPI_Comm_test_inter(comm, &inter);
-    if (rc == MPI_SUCCESS)
-        rc = inter ? PMPI_Comm_remote_group(comm, &g) : PMPI_Comm_group(comm, &g);
-    if (rc == MPI_SUCCESS)
-        rc = PMPI_Group_translate_ranks(g, 1, &peer, world_group, wr);
-    if (g != MPI_GROUP_NULL)
-        PMPI_Group_free(&g);
-    msh_host_exit(locked);
-    if (rc == MPI_SUCCESS && *wr == MPI_UNDEFINED) {
-        msh_log("partitioned init: rank %d of this communicator is not in MPI_COMM_WORLD (dynamic processes are not supported)",
-                peer);
-        rc = MPI_ERR_COMM;
-    }
-    return rc;
-}
-
 static void part_destroy(msh_part *p)
 {
     if (p->msg) {
@@ -447,11 +429,12 @@ static void part_destroy(msh_part *p)
                 PMPI_Request_free(&p->msg[m].host);
         msh_host_exit(locked);
     }
-    free(p->msg);
+    if (p->msg != &p->msg1)
+        free(p->msg);
     free((void *)p->readied);
     free(p->stage);
     free((void *)p->unpacked);
-    if (p->dtype != MPI_DATATYPE_NULL)
+    if (p->own_type)
         PMPI_Type_free(&p->dtype);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -460,6 +443,50 @@ static void part_destroy(msh_part *p)
 /* Arguments of a partitioned init: MPI 4.0 sec. 4.2.2, at least one
  * partition; the rest as for point-to-point (no wildcards: a partitioned
  * receive names its peer). Reports through comm's handler. */
+/* Named types partitioned inits have seen (handle keys, 0: empty; slots
+ * fill from the first): never freed and always committed, so a channel on
+ * one needs neither init_check_args' probe nor a copy of the type. A type
+ * is asked about only after the probe accepted it. */
+#define NAMED_SEEN 16
+static _Atomic uint64_t named_seen[NAMED_SEEN];
+
+static int named_known(MPI_Datatype dt)
+{
+    uint64_t k = msh_handle_key(&dt, sizeof dt);
+    for (int i = 0; i < NAMED_SEEN; i++) {
+        uint64_t e = atomic_load_explicit(&named_seen[i], memory_order_relaxed);
+        if (e == k)
+            return 1;
+        if (e == 0)
+            return 0;
+    }
+    return 0;
+}
+
+/* Under the host lock: note dt if it is named (the large-count query: MPICH
+ * refuses the other for a type made by a large-count call). */
+static void named_note(MPI_Datatype dt)
+{
+    int combiner = 0;
+#if MPI_VERSION >= 4
+    MPI_Count ni, na, nc, nd;
+    int rc = PMPI_Type_get_envelope_c(dt, &ni, &na, &nc, &nd, &combiner);
+#else
+    int ni, na, nd;
+    int rc = PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
+#endif
+    if (rc != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED)
+        return;
+    uint64_t k = msh_handle_key(&dt, sizeof dt);
+    for (int i = 0; i < NAMED_SEEN; i++) {
+        uint64_t e = 0;
+        if (atomic_compare_exchange_strong_explicit(&named_seen[i], &e, k, memory_order_relaxed,
+                                                    memory_order_relaxed) ||
+            e == k)
+            return;
+    }
+}
+
 static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int tag, MPI_Comm comm,
                            MPI_Info info)
 {
@@ -478,11 +505,13 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
     /* Committed? Neither host says so directly; a persistent request to
      * MPI_PROC_NULL checks the type as a real one would, and moves no data. */
     MPI_Request probe = MPI_REQUEST_NULL;
-    int nk = 0;
+    int nk = 0, named = named_known(dtype);
     int locked = msh_host_enter();
-    int trc = PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, msh_part_datac, &probe);
-    if (trc == MPI_SUCCESS)
+    int trc = named ? MPI_SUCCESS : PMPI_Recv_init(buf, 1, dtype, MPI_PROC_NULL, 0, msh_part_datac, &probe);
+    if (!named && trc == MPI_SUCCESS) {
         PMPI_Request_free(&probe);
+        named_note(dtype);
+    }
     int irc = info == MPI_INFO_NULL ? MPI_SUCCESS : PMPI_Info_get_nkeys(info, &nk);
     msh_host_exit(locked);
     if (trc != MPI_SUCCESS)
@@ -496,26 +525,8 @@ static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datat
  * Reports through comm's handler. */
 static int init_resolve_peer(MPI_Comm comm, int peer, long long *cid, int *wpeer)
 {
-    if (!msh_part_cid_find(comm, cid)) {
-        msh_log("partitioned init on a communicator the shim did not see created (from MPI_Comm_connect, "
-                "MPI_Comm_accept, MPI_Comm_spawn or MPI_Comm_join, or an idup of one?)");
-        return msh_comm_error(comm, MPI_ERR_COMM);
-    }
-    int inter = 0, psize = 0;
-    int locked = msh_host_enter();
-    int crc = PMPI_Comm_test_inter(comm, &inter);
-    if (crc == MPI_SUCCESS)
-        crc = inter ? PMPI_Comm_remote_size(comm, &psize) : PMPI_Comm_size(comm, &psize);
-    msh_host_exit(locked);
-    if (crc != MPI_SUCCESS)
-        return msh_comm_error(comm, MPI_ERR_COMM);
-    *wpeer = MPI_PROC_NULL;
-    if (peer == MPI_PROC_NULL)
-        return MPI_SUCCESS;
-    if (peer < 0 || peer >= psize)
-        return msh_comm_error(comm, MPI_ERR_RANK);
-    int wrc = world_rank_of(comm, peer, wpeer);
-    return wrc == MPI_SUCCESS ? MPI_SUCCESS : msh_comm_error(comm, wrc);
+    int rc = msh_part_comm_peer(comm, peer, cid, wpeer);
+    return rc == MPI_SUCCESS ? MPI_SUCCESS : msh_comm_error(comm, rc);
 }
 
 /* The sender's plan (messages per partition group, tags) and its header,
@@ -530,7 +541,7 @@ static int init_send_plan(msh_part *p, MPI_Info info)
         return MPI_ERR_ARG;
     unsigned span = (unsigned)msh_rt.tag_ub + 1u - (unsigned)p->nmsg;
     p->tag_base = (int)(atomic_fetch_add_explicit(&next_tag, (unsigned)p->nmsg, memory_order_relaxed) % span);
-    p->msg = calloc((size_t)(p->nmsg ? p->nmsg : 1), sizeof *p->msg);
+    p->msg = msgs_new(p);
     p->readied = calloc((size_t)p->partitions, 1);
     if (!p->msg || !p->readied)
         return MPI_ERR_NO_MEM;
@@ -554,7 +565,11 @@ static int init_type_and_plan(msh_part *p, MPI_Datatype dtype, MPI_Info info)
 {
     MPI_Aint lb = 0, tlb = 0, text = 0;
     int locked = msh_host_enter();
-    int rc = PMPI_Type_dup(dtype, &p->dtype);
+    int rc = MPI_SUCCESS;
+    if (named_known(dtype))
+        p->dtype = dtype;
+    else if ((rc = PMPI_Type_dup(dtype, &p->dtype)) == MPI_SUCCESS)
+        p->own_type = 1;
     if (rc == MPI_SUCCESS)
         rc = PMPI_Type_size_x(dtype, &p->tsize);
     if (rc == MPI_SUCCESS)
@@ -597,8 +612,8 @@ int msh_part_init_req(int send, void *buf, int partitions, MPI_Count count, MPI_
     if ((rc = init_resolve_peer(comm, peer, &cid, &wpeer)) != MPI_SUCCESS)
         return rc;
     msh_part *p = calloc(1, sizeof *p);
-    long long *hdr = calloc(HDR_N, sizeof *hdr);
-    if (!p || !hdr) {
+    long long *hdr = send ? calloc(HDR_N, sizeof *hdr) : NULL;
+    if (!p || (send && !hdr)) {
         free(p);
         free(hdr);
         return msh_comm_error(comm, MPI_ERR_NO_MEM);
