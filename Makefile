@@ -111,6 +111,8 @@ install: all
 	for h in $(HOSTS); do \
 	  d=$(DESTDIR)$(PREFIX)/lib/mpishim/$$h; install -d $$d; \
 	  install -m 755 $(BUILD)/$$h/libmpishim.so $(BUILD)/$$h/mpishim-info $$d/; \
+	  if [ -d $(BUILD)/$$h/psmstub ]; then \
+	    install -d $$d/psmstub && install -m 755 $(BUILD)/$$h/psmstub/lib* $$d/psmstub/; fi; \
 	  sed -e "s|@PREFIX@|$(PREFIX)|g" -e "s|@HOST@|$$h|g" tools/mpishim.pc.in \
 	    > $(DESTDIR)$(PREFIX)/lib/pkgconfig/mpishim-$$h.pc; \
 	done

@@ -263,6 +263,21 @@ expect_same_handlers() {
     fi
 }
 
+# deps_clean with a libfabric lane open (MPISHIM_FABRIC=tcp): handlers as
+# raw, libfabric mapped, and of PSM only the shim's stand-ins (build/<host>/
+# psmstub/): the real libraries' constructors cost 0.2 s of start-up.
+expect_psm_stubbed() {
+    [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
+    section shim "$2" | grep -q '^OK deps_clean' || { echo "no OK line in the shim run"; return; }
+    section shim "$2" | grep -q '^mapped libfabric' || { echo "libfabric is not mapped: the lane did not open"; return; }
+    local real
+    real=$(section shim "$2" | awk '$1 == "mapped" && ($2 ~ /psm|infinipath/) && $3 !~ /\/psmstub\// { print $3 }' | tr '\n' ' ')
+    [ -z "$real" ] || { echo "the process maps $real"; return; }
+    if [ "$(section raw "$2" | grep '^handler ' | sort)" != "$(section shim "$2" | grep '^handler ' | sort)" ]; then
+        echo "signal handlers differ from raw: $(section shim "$2" | grep '^handler ' | sort | tr '\n' ';')"
+    fi
+}
+
 # crash raw and under the shim: the same exit status (139 = killed by SIGSEGV
 # for a singleton), and what the launcher says about a signal in both or neither.
 expect_same_crash() {
@@ -682,6 +697,14 @@ for host in "${hosts[@]}"; do
             bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_ASSERT=no_any_tag MPISHIM_NUM_VCIS=4 "${@:2}";
                      echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
             _ "$logdir/shm-$host" "${launch[@]}" -np 2 "$hb/tests/mpi/mt_basic"
+        if ls /dev | grep -qE '^(hfi1|ipath)'; then
+            printf 'SKIP %-58s       %s\n' "$host deps_clean np2 tcp lane: PSM stand-ins" "this node has a PSM adapter"
+        else
+            run_case "$host deps_clean np2 tcp lane: PSM stand-ins, handlers as raw" expect_psm_stubbed \
+                env MPISHIM_FABRIC=tcp bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                         "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+                _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+        fi
         # tcp;ofi_rxm's own receive depth would give every VCI some 70 MB:
         # the shim sets a smaller one while libfabric reads it, and the
         # user's own value wins.

@@ -69,7 +69,9 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
 
 #else
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -122,15 +124,72 @@ static inline fab_comm *comm_of(MPI_Comm c)
     return msh_lane_comm_of(c);
 }
 
+/* The PSM libraries Debian's libfabric links (libpsm2, libpsm_infinipath)
+ * serve Omni-Path and TrueScale adapters only, and their constructors
+ * sleep 100 ms each. On a node without such an adapter the stand-ins built
+ * beside the shim (tools/psmstub.sh: same names, every function failing)
+ * are loaded first: the loader then takes them for libfabric's
+ * dependencies, and its psm and psm2 providers find nothing, as they would
+ * on that node anyway. Not when libfabric is in the process already. */
+static const char *const psm_names[] = { "libpsm2.so.2", "libpsm_infinipath.so.1" };
+static void *psm_stub[2];
+
+static int psm_adapter(void)
+{
+    DIR *d = opendir("/dev");
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        found = strncmp(e->d_name, "hfi1", 4) == 0 || strncmp(e->d_name, "ipath", 5) == 0;
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static void psm_stubs_close(void)
+{
+    for (int i = 0; i < 2; i++)
+        if (psm_stub[i])
+            dlclose(psm_stub[i]);
+    psm_stub[0] = psm_stub[1] = NULL;
+}
+
+static void psm_stubs_open(void)
+{
+    void *loaded = dlopen("libfabric.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (loaded) {
+        dlclose(loaded);
+        return;
+    }
+    Dl_info self;
+    if (psm_adapter() || !dladdr((void *)psm_stubs_open, &self) || !self.dli_fname)
+        return;
+    const char *slash = strrchr(self.dli_fname, '/');
+    int dirlen = slash ? (int)(slash - self.dli_fname) : 1;
+    const char *dir = slash ? self.dli_fname : ".";
+    /* Each one that was built (none where libfabric links no PSM). */
+    for (int i = 0; i < 2; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%.*s/psmstub/%s", dirlen, dir, psm_names[i]);
+        psm_stub[i] = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    }
+}
+
 /* Load libfabric's handful of real functions (the rest are inline calls
  * through the objects' operation tables). */
 static const char *load(void)
 {
-    /* The PSM libraries Debian's libfabric links install signal handlers
-     * unless told not to; the host's crash reports must stay the host's. */
+    /* The PSM libraries, where they load, install signal handlers unless
+     * told not to; the host's crash reports must stay the host's. */
     setenv("IPATH_NO_BACKTRACE", "1", 0);
     setenv("HFI_NO_BACKTRACE", "1", 0);
+    psm_stubs_open();
     job.lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!job.lib && (psm_stub[0] || psm_stub[1])) {
+        /* A libfabric that wants more of PSM than the stand-ins have. */
+        msh_log("fabric: libfabric refused the PSM stand-ins (%s); loading the PSM libraries", dlerror());
+        psm_stubs_close();
+        job.lib = dlopen("libfabric.so.1", RTLD_NOW | RTLD_LOCAL);
+    }
     if (!job.lib)
         return "cannot load libfabric.so.1";
     *(void **)&job.getinfo = dlsym(job.lib, "fi_getinfo");

@@ -1,10 +1,13 @@
 /* deps_clean: what a process under the shim carries that the raw host does
  * not. Rank 0 prints, after MPI_Init_thread(MULTIPLE):
- *   "mapped <object>" for every libfabric/PSM/InfiniPath object mapped, and
+ *   "mapped <object> <path>" for every libfabric/PSM/InfiniPath object
+ *   mapped, and
  *   "handler <signal> <object>" for every signal with a handler installed,
  * named by the object that holds the handler (dladdr). tests/run.sh runs it
  * raw and under the shim: no "mapped" line may appear, and the handler lines
- * must be the same (the shim installs none, and loads nothing that does).
+ * must be the same (the shim installs none, and loads nothing that does);
+ * with a libfabric lane open, libfabric may be mapped, and on a node
+ * without a PSM adapter only the shim's PSM stand-ins with it.
  * Run by tests/run.sh only (tests/proc/), not in the tests/mpi loop. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -38,7 +41,7 @@ int main(int argc, char **argv)
             /* One line per object, not per mapped segment. */
             if (strcmp(path, last) != 0 &&
                 (strstr(path, "libfabric") || strstr(path, "libpsm") || strstr(path, "infinipath")))
-                printf("mapped %s\n", base(path));
+                printf("mapped %s %s\n", base(path), path);
             snprintf(last, sizeof last, "%s", path);
         }
         if (f)
