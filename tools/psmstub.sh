@@ -4,8 +4,10 @@
 # Stand-ins for the PSM libraries a libfabric build links (Debian's links
 # libpsm2.so.2 and libpsm_infinipath.so.1): for each one LIBFABRIC needs,
 # OUTDIR/<its name> with the same soname and symbol version, defining every
-# function LIBFABRIC takes from it as one that fails (an error code; a
-# constant string for *_error_get_string). The fabric transport loads them
+# function LIBFABRIC takes from it as one that fails with "no device" (21,
+# PSM_EP_NO_DEVICE and PSM2_EP_NO_DEVICE: what the real ones say on a node
+# without an adapter; 1 would read as PSM's "OK, no progress"), and
+# *_error_get_string as a constant string. The fabric transport loads them
 # before libfabric on a node without PSM hardware (src/transport/fabric.c),
 # so that loading libfabric does not load the real ones, whose constructors
 # sleep 100 ms each; libfabric's psm and psm2 providers then find nothing,
@@ -38,7 +40,7 @@ stub() {
         for s in $syms; do
             case $s in
                 *_error_get_string) echo "const char *$s(void) { return unavailable; }" ;;
-                *) echo "long $s(void) { return 1; }" ;;
+                *) echo "long $s(void) { return 21; }" ;;
             esac
         done
     } > "$work/$soname.c"
