@@ -9,6 +9,15 @@
 #include "partitioned/cid.h"
 #include "vci/vci.h"
 
+/* Where a communicator's ranks (its remote group's, for an
+ * intercommunicator) are in MPI_COMM_WORLD, made at the first partitioned
+ * init on it: a channel's peer is then looked up, where asking the host
+ * took four calls per init. */
+typedef struct pranks {
+    int size;
+    int world[]; /* MPI_UNDEFINED: not in MPI_COMM_WORLD */
+} pranks;
+
 /* A user communicator is known by an id its members agree on inside the user's
  * constructor with one plain collective over the new communicator (only
  * the constructing thread knows it, so nothing can interleave with it):
@@ -26,15 +35,6 @@
  * its own). The two are mixed into 62 bits with bit 62 set, a range agreed
  * ids never reach (they would need 2^30 processes): two idups' ids may
  * collide with a chance of about n^2 / 2^63 for n of them in the job. */
-/* Where a communicator's ranks (its remote group's, for an
- * intercommunicator) are in MPI_COMM_WORLD, made at the first partitioned
- * init on it: a channel's peer is then looked up, where asking the host
- * took four calls per init. */
-typedef struct pranks {
-    int size;
-    int world[]; /* MPI_UNDEFINED: not in MPI_COMM_WORLD */
-} pranks;
-
 typedef struct pcomm {
     msh_hent h; /* keyed by the communicator handle */
     long long id;

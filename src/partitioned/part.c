@@ -440,9 +440,6 @@ static void part_destroy(msh_part *p)
     free(p);
 }
 
-/* Arguments of a partitioned init: MPI 4.0 sec. 4.2.2, at least one
- * partition; the rest as for point-to-point (no wildcards: a partitioned
- * receive names its peer). Reports through comm's handler. */
 /* Named types partitioned inits have seen (handle keys, 0: empty; slots
  * fill from the first): never freed and always committed, so a channel on
  * one needs neither init_check_args' probe nor a copy of the type. A type
@@ -487,6 +484,9 @@ static void named_note(MPI_Datatype dt)
     }
 }
 
+/* Arguments of a partitioned init: MPI 4.0 sec. 4.2.2, at least one
+ * partition; the rest as for point-to-point (no wildcards: a partitioned
+ * receive names its peer). Reports through comm's handler. */
 static int init_check_args(void *buf, int partitions, MPI_Count count, MPI_Datatype dtype, int tag, MPI_Comm comm,
                            MPI_Info info)
 {
