@@ -21,7 +21,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 needed=$(readelf -d "$lib" 2>/dev/null | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-undef=$(nm -D --undefined-only "$lib" | awk '{ print $2 }')
+undef=$(nm -D --undefined-only "$lib" 2>/dev/null | awk '{ print $2 }')
 
 # stub SONAME PATTERN VERSION: the stand-in for SONAME, with the undefined
 # symbols of LIBFABRIC that match PATTERN (with @VERSION when VERSION is set).
