@@ -460,19 +460,10 @@ static int named_known(MPI_Datatype dt)
     return 0;
 }
 
-/* Under the host lock: note dt if it is named (the large-count query: MPICH
- * refuses the other for a type made by a large-count call). */
+/* Under the host lock: note dt if it is named. */
 static void named_note(MPI_Datatype dt)
 {
-    int combiner = 0;
-#if MPI_VERSION >= 4
-    MPI_Count ni, na, nc, nd;
-    int rc = PMPI_Type_get_envelope_c(dt, &ni, &na, &nc, &nd, &combiner);
-#else
-    int ni, na, nd;
-    int rc = PMPI_Type_get_envelope(dt, &ni, &na, &nd, &combiner);
-#endif
-    if (rc != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED)
+    if (!msh_lane_type_named(dt))
         return;
     uint64_t k = msh_handle_key(&dt, sizeof dt);
     for (int i = 0; i < NAMED_SEEN; i++) {

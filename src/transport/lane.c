@@ -258,12 +258,16 @@ static int envelope(MPI_Datatype dt, MPI_Count n[4], int *combiner)
 #endif
 }
 
-int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size)
+int msh_lane_type_named(MPI_Datatype dt)
 {
     MPI_Count len[4];
     int combiner;
-    if (envelope(dt, len, &combiner) != MPI_SUCCESS || combiner != MPI_COMBINER_NAMED ||
-        PMPI_Type_size(dt, size) != MPI_SUCCESS)
+    return envelope(dt, len, &combiner) == MPI_SUCCESS && combiner == MPI_COMBINER_NAMED;
+}
+
+int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size)
+{
+    if (!msh_lane_type_named(dt) || PMPI_Type_size(dt, size) != MPI_SUCCESS)
         return 0;
     n->e[k].dt = dt;
     n->e[k].size = *size;

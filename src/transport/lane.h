@@ -137,6 +137,10 @@ typedef struct msh_lane_named {
 } msh_lane_named;
 
 int msh_lane_named_miss(msh_lane_named *n, unsigned k, MPI_Datatype dt, int *size);
+/* Whether the host says dt is a named type (asks it: the large-count
+ * query where there is one, since MPICH refuses the other for a type made
+ * by a large-count call). */
+int msh_lane_type_named(MPI_Datatype dt);
 
 /* Whether dt is a named type, and then its size. MPI_DATATYPE_NULL counts
  * as one of no bytes (msh_lane_check refused it where the host does). */
