@@ -14,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/log.h"
+#include "sync/assist.h"
 #include "sync/wait.h"
 #include "transport/lane.h"
 #include "mpishim.h"
@@ -125,9 +126,12 @@ static void watch_add(msh_request *r, msh_part *p, int bg)
         }
         watch[nwatch++] = r;
         p->watched = 1;
-        atomic_fetch_add_explicit(&msh_part_nsetup, 1, memory_order_relaxed);
+        /* seq_cst: a thread inside a blocking host call either sees it or is
+         * seen by the kick (sync/assist.h) */
+        atomic_fetch_add_explicit(&msh_part_nsetup, 1, memory_order_seq_cst);
     }
     pthread_mutex_unlock(&watch_lock);
+    msh_assist_kick();
 }
 
 /* Under watch_lock. */

@@ -1,4 +1,5 @@
-/* The helper that reads the lanes during blocking host calls (assist.h). */
+/* The helper that moves lanes and partitioned receives during blocking host
+ * calls (assist.h). */
 #define _GNU_SOURCE 1
 #include "sync/assist.h"
 
@@ -8,6 +9,7 @@
 
 #include "core/log.h"
 #include "sync/progress.h"
+#include "sync/sync.h"
 
 /* The helper's first poll comes this long after a call starts, so that
  * short calls (a fence between ranks that are all there) never wake it to
@@ -41,9 +43,17 @@ static int stopped(void)
     return atomic_load_explicit(&stop_flag, memory_order_acquire);
 }
 
+/* Whether there is traffic only the helper can move now: a lane, or a
+ * partitioned receive waiting for its header. */
+static int work(void)
+{
+    return !msh_tp_direct ||
+           (msh_upper.sweep_wanted && atomic_load_explicit(msh_upper.sweep_wanted, memory_order_seq_cst));
+}
+
 static int wanted(void)
 {
-    return atomic_load_explicit(&inside, memory_order_seq_cst) > 0 && !stopped();
+    return atomic_load_explicit(&inside, memory_order_seq_cst) > 0 && !stopped() && work();
 }
 
 /* Poll while a call is in progress. */
@@ -54,7 +64,7 @@ static void assist_calls(void)
         pause_us(pause);
         if (!wanted())
             break;
-        if (msh_progress_poll_lanes() > 0)
+        if (msh_progress_assist() > 0)
             pause = FIRST_POLL_US;
         else if ((pause *= 2) > BACKOFF_MAX_US)
             pause = BACKOFF_MAX_US;
@@ -72,7 +82,7 @@ static void *assist_main(void *arg)
             continue;
         pthread_mutex_lock(&mtx);
         atomic_store_explicit(&asleep, 1, memory_order_seq_cst);
-        while (!stopping && atomic_load_explicit(&inside, memory_order_seq_cst) == 0)
+        while (!stopping && (atomic_load_explicit(&inside, memory_order_seq_cst) == 0 || !work()))
             pthread_cond_wait(&cv, &mtx);
         atomic_store_explicit(&asleep, 0, memory_order_relaxed);
         pthread_mutex_unlock(&mtx);
@@ -80,12 +90,9 @@ static void *assist_main(void *arg)
     return NULL;
 }
 
-int msh_assist_enter_slow(void)
+/* Start the helper if it has not started, and wake it. */
+static void wake(void)
 {
-    atomic_fetch_add_explicit(&inside, 1, memory_order_seq_cst);
-    if (MSH_LIKELY(atomic_load_explicit(&asleep, memory_order_seq_cst) == 0 &&
-                   atomic_load_explicit(&started, memory_order_acquire)))
-        return 1;
     pthread_mutex_lock(&mtx);
     if (!atomic_load_explicit(&started, memory_order_relaxed) && !stopping) {
         /* The helper must not take the program's signals. */
@@ -97,13 +104,32 @@ int msh_assist_enter_slow(void)
         atomic_store_explicit(&started, ok, memory_order_release);
         if (!ok) {
             stopping = 1; /* no second try */
-            msh_log("cannot start the thread that reads the lanes during blocking host calls: a peer that "
-                    "needs this process's lane traffic then may wait until the call returns");
+            msh_log("cannot start the thread that moves lanes and partitioned receives during blocking host "
+                    "calls: a peer that needs that traffic then may wait until the call returns");
         }
     }
     pthread_cond_signal(&cv);
     pthread_mutex_unlock(&mtx);
+}
+
+/* inside and the sweep's flag are sequentially consistent: an entering
+ * thread that finds no work and a partitioned receive that makes some
+ * (msh_assist_kick) cannot both miss each other. */
+int msh_assist_enter_slow(void)
+{
+    atomic_fetch_add_explicit(&inside, 1, memory_order_seq_cst);
+    if (MSH_LIKELY(atomic_load_explicit(&asleep, memory_order_seq_cst) == 0 &&
+                   atomic_load_explicit(&started, memory_order_acquire)))
+        return 1;
+    if (work())
+        wake();
     return 1;
+}
+
+void msh_assist_kick(void)
+{
+    if (atomic_load_explicit(&inside, memory_order_seq_cst) > 0)
+        wake();
 }
 
 void msh_assist_exit_slow(void)

@@ -1,19 +1,23 @@
-/* Reading the lanes while a thread sits in a blocking host call.
+/* Progress during blocking host calls.
  *
- * A lane (a transport with endpoints of its own) moves only while a thread
- * of this process polls it: a large message's rendezvous needs its
- * sender's reads after the send, a buffered one, completed. A host call
- * that waits for other processes (window synchronization,
- * MPI_Comm_create_group, collective file I/O, connecting to other jobs)
- * polls no lane, and one of those processes may need lane traffic that only
- * this one can move before it makes its side of the call: a deadlock that
- * MPI's progress rule forbids and that the raw host, whose blocking calls
- * progress everything, never has. So while any thread is inside such a
- * call, a helper thread polls every VCI's lane, backing off while it finds
- * nothing; never the host, which that call moves (msh_progress_poll_lanes).
- * The helper starts at the first such call with a lane open and
- * ends at MPI_Finalize; with the host transport alone the calls pay one
- * predictable branch. */
+ * Two kinds of traffic move only while a thread of this process polls
+ * them through the shim: a lane's (a transport with endpoints of its own: a
+ * large message's rendezvous needs its sender's reads after the send, a
+ * buffered one, completed) and a started partitioned receive's whose
+ * header has not arrived (the shim's layer posts its internal receives
+ * when the header comes). A host call that waits for other processes
+ * (window synchronization, communicator constructors, collective file
+ * I/O, the host's blocking collectives, connecting to other jobs) moves
+ * neither, and one of those processes may need that traffic before it
+ * makes its side of the call: a deadlock that MPI's progress rule forbids
+ * and that the raw host, whose blocking calls progress everything, never
+ * has. So while any thread is inside such a call and there is such traffic
+ * (a lane is open, or a partitioned receive waits for its header), a
+ * helper thread polls it, backing off while it finds nothing: every VCI's
+ * lane, never the host's matching, which that call moves
+ * (msh_progress_assist). The helper starts the first time it is needed
+ * and ends at MPI_Finalize. A partitioned receive that starts while a
+ * thread is already inside such a call wakes it (msh_assist_kick). */
 #ifndef MSH_SYNC_ASSIST_H
 #define MSH_SYNC_ASSIST_H
 
@@ -23,13 +27,14 @@
 
 int msh_assist_enter_slow(void);
 void msh_assist_exit_slow(void);
+void msh_assist_kick(void); /* after making msh_upper's sweep wanted (seq_cst) */
 void msh_assist_stop(void); /* MPI_Finalize, before the VCIs go */
 
 /* Around a blocking host call that may wait for another process:
  * int a = msh_assist_enter(); rc = PMPI_...; msh_assist_exit(a); */
 static inline int msh_assist_enter(void)
 {
-    if (MSH_LIKELY(msh_tp_direct) || !msh_on())
+    if (!msh_on())
         return 0;
     return msh_assist_enter_slow();
 }

@@ -178,6 +178,17 @@ int msh_progress_poll_lanes(void)
     return n;
 }
 
+/* The sweep does enter the host, for the partitioned layer's own requests
+ * only, and only while a receive waits for its header: the raw host's own
+ * layer would move such a receive inside the blocking call. */
+int msh_progress_assist(void)
+{
+    int n = poll_hook();
+    if (!msh_tp_direct)
+        n += msh_progress_poll_lanes();
+    return n;
+}
+
 /* The sweep of PROGRESS=vci, by the owner of domain self: one pass over
  * the other VCIs that no thread owns, so that none waits for a waiter of
  * its own forever. An owned one is polled by its owner already; polling it

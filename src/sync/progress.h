@@ -44,6 +44,11 @@ int msh_progress_poll(msh_vci *v, int blocking);
  * completions. */
 int msh_progress_poll_lanes(void);
 
+/* The helper's pass during a blocking host call (sync/assist.h): the lanes,
+ * as msh_progress_poll_lanes, and the partitioned sweep while a receive
+ * waits for its header. Returns completions and channels set up. */
+int msh_progress_assist(void);
+
 /* After MPI_Comm_free: what the transports keep of freed communicators and
  * no request uses any more is freed, each VCI looked at under its lock
  * (nothing is, when this thread holds one: a callback inside a shim call). */
