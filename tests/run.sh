@@ -367,6 +367,26 @@ expect_at_post() {
          }' "$2"
 }
 
+# coll_auto under MPISHIM_STATS=1 and the default MPISHIM_COLL=auto: the
+# program passed, and every rank's line "blocking collectives: H the host's
+# call, N the nonblocking form" says what $coll_forms asks: "alone" (every
+# collective the host's call) or "switched" (both forms on every rank, also
+# on those whose own threads never overlapped: the ranks agreed).
+expect_coll_forms() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    awk -v want="$coll_forms" '
+         /^mpishim stats, rank / { r = $4; sub(":", "", r); ranks++ }
+         /^  blocking collectives: / {
+             h = $3; n = $7; lines++
+             if (want == "alone" && (h == 0 || n != 0)) bad = bad " rank " r ": " h " host, " n " nonblocking;"
+             if (want == "switched" && (h == 0 || n == 0)) bad = bad " rank " r ": " h " host, " n " nonblocking;"
+         }
+         END {
+             if (ranks == 0 || lines != ranks) print "no blocking-collectives line in every rank'"'"'s stats"
+             else if (bad != "") print "expected " want ":" bad
+         }' "$2"
+}
+
 # A lane under the default policy (combine) under MPISHIM_STATS=1: the
 # program passed and both ranks progress each VCI on its own, as vci does.
 expect_lane_owners() {
@@ -599,6 +619,15 @@ for host in "${hosts[@]}"; do
     run_case "$host mt_bias_sweep np2 STATS, ucx lane: a quiet owner's bias revoked by a sweep" expect_bias_revoked \
         env MPISHIM_STATS=1 MPISHIM_SOLO=0 MPISHIM_PROGRESS=vci MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 \
         "${launch[@]}" -np 2 "$hb/tests/mpi/mt_bias_sweep"
+    # MPISHIM_COLL=auto: a one-thread program's blocking collectives are the
+    # host's calls; once one rank has had two threads in MPI at once, every
+    # rank takes the nonblocking form (run as the default user runs: solo
+    # path on, default policy).
+    for m in alone switched; do
+        coll_forms=$m run_case "$host coll_auto np2 STATS: blocking collectives $m" expect_coll_forms \
+            env -u MPISHIM_PROGRESS -u MPISHIM_SOLO MPISHIM_STATS=1 "${launch[@]}" -np 2 \
+            "$hb/tests/mpi/coll_auto" "$([ $m = alone ] && echo alone)"
+    done
     # The solo path with sends and receives of different tags on different
     # routes: MPI_Sendrecv then posts both and waits for each.
     run_case "$host p2p_waitall_error np2 solo, MAP=tag" expect_ok \

@@ -193,7 +193,7 @@ MSH_EXPORT {ret} {name}({plist})
 
 COLLECTIVE = """MSH_EXPORT {ret} {name}({plist})
 {{
-    MSH_COLL_BY_HOST(P{name}({args}));{inter}
+    MSH_COLL_BY_HOST({comm}, P{name}({args}));{inter}
     MPI_Request r_;
     msh_coll_ctx c_ = msh_coll_enter({comm});
     int rc_ = P{twin}({args}, &r_);

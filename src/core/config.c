@@ -42,7 +42,7 @@ static const char *const part_words[]     = { "shim", "native", NULL };
 static const char *const route_words[]    = { "target", "thread", NULL };
 static const char *const fence_words[]    = { "host", "passive", "all", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
-static const char *const coll_words[]     = { "nonblocking", "host", NULL };
+static const char *const coll_words[]     = { "nonblocking", "host", "auto", NULL };
 static const char *const fabric_words[]   = { "off", "auto", "shm", "tcp", "verbs", "ucx", NULL };
 static const char *const assert_words[]   = { "no_any_tag", "no_any_source", "allow_overtaking", NULL };
 
@@ -168,7 +168,15 @@ static const char *const docs[] = {
     [MSH_CFG_HOG_MS] = "Hog mode's period in milliseconds: when 4 of a progress owner's yields within 100 ms each "
                        "keep it off its core for 2 ms or more, for this long owners stop yielding and adaptive "
                        "waiters sleep at once. `off`: never.",
-    [MSH_CFG_COLL] = "The form of blocking collectives. `nonblocking`: the host's nonblocking twin plus a shim wait, "
+    [MSH_CFG_COLL] = "The form of blocking collectives. `auto`: per communicator, the host's blocking call while "
+                     "every process of the communicator has had one thread at a time in MPI (the solo path: "
+                     "a one-thread program's collectives cost what the host's do), and the nonblocking form "
+                     "from the first time the processes, asked together at the communicator's 2nd, 3rd, 5th, "
+                     "9th, ... 513th blocking collective and then every 1024th, find one that has not (an "
+                     "`MPI_Allreduce` of one integer over it); intercommunicators and communicators the shim "
+                     "did not see made (`MPI_Comm_idup`, from groups) always take the nonblocking form, as "
+                     "does every communicator where the solo path is off (`MPISHIM_SOLO=0`, a progress thread, "
+                     "a serialized host, a lane). `nonblocking`: the host's nonblocking twin plus a shim wait, "
                      "so a thread waiting in a collective sleeps instead of spinning in the host; an error that the "
                      "host's blocking call finds and its nonblocking twin does not is then not reported (MPICH 4.0: "
                      "`MPI_Alltoall` with receive counts shorter than what is sent returns `MPI_ERR_TRUNCATE` "
@@ -176,9 +184,11 @@ static const char *const docs[] = {
                      "may hang as the nonblocking twin does (Open MPI 4.1: `MPI_Reduce` with counts that differ "
                      "between ranks returns, `MPI_Ireduce` plus a wait never does); erroneous programs either "
                      "way. `host`: "
-                     "the host's blocking call, at the host's speed, with its errors; set it on every rank (the "
-                     "ranks agree on `nonblocking` otherwise, and whenever the host is serialized or posts are "
-                     "queued: with `host` and no `MPISHIM_PROGRESS`, the policy is `global`).",
+                     "the host's blocking call, at the host's speed, with its errors, for programs whose collectives "
+                     "are made while their other threads are quiet. The ranks agree at init on the first of "
+                     "`nonblocking`, `auto`, `host` that one of them has; `host` needs the host not serialized "
+                     "and no queued posts (else `auto`: with `host` and no `MPISHIM_PROGRESS`, the policy is "
+                     "`global`).",
     [MSH_CFG_FABRIC] = "Experimental. Gives every VCI a lane of its own outside the host, so that threads on "
                        "different VCIs share no lock: a UCX worker (`ucx`) or a libfabric endpoint, completion "
                        "queue and address vector (`shm`, `tcp`, `verbs`). The lane carries the point-to-point "
@@ -232,7 +242,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->win_flush_local = MSH_WIN_FLUSH_LOCAL_AUTO;
     cfg->progress_cpu   = -1; /* auto: see msh_topo_progress_cpu */
     cfg->hog_ms         = 1000; /* see src/sync/progress.c */
-    cfg->coll           = MSH_COLL_NONBLOCKING;
+    cfg->coll           = MSH_COLL_AUTO;
     cfg->fabric         = MSH_FABRIC_OFF;
 }
 

@@ -25,7 +25,7 @@ typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE } msh_part_impl;
 typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
 typedef enum { MSH_WIN_FENCE_HOST, MSH_WIN_FENCE_PASSIVE, MSH_WIN_FENCE_ALL } msh_win_fence_mode;
 typedef enum { MSH_WIN_FLUSH_LOCAL_AUTO, MSH_WIN_FLUSH_LOCAL_HOST, MSH_WIN_FLUSH_LOCAL_FLUSH } msh_win_flush_local;
-typedef enum { MSH_COLL_NONBLOCKING, MSH_COLL_HOST } msh_coll_form;
+typedef enum { MSH_COLL_NONBLOCKING, MSH_COLL_HOST, MSH_COLL_AUTO } msh_coll_form;
 /* MPISHIM_FABRIC: off, the libfabric provider family the VCIs' own
  * endpoints use (transport/fabric.c), or UCX workers (transport/ucx.c). */
 typedef enum { MSH_FABRIC_OFF, MSH_FABRIC_AUTO, MSH_FABRIC_SHM, MSH_FABRIC_TCP, MSH_FABRIC_VERBS, MSH_FABRIC_UCX } msh_fabric;

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "core/common.h"
+#include "core/config.h"
 
 typedef enum {
     MSH_STATE_UNINIT = 0, /* before MPI_Init* */
@@ -22,8 +23,8 @@ typedef struct msh_runtime {
     int world_rank;
     int world_size;
     int tag_ub;            /* the host's MPI_TAG_UB */
-    int coll_host;         /* blocking collectives are the host's (MPISHIM_COLL=host,
-                            * agreed by every rank at init) */
+    int coll_mode;         /* msh_coll_form of blocking collectives, agreed by every
+                            * rank at init (MPISHIM_COLL) */
 } msh_runtime;
 
 extern msh_runtime msh_rt;
@@ -56,7 +57,14 @@ static inline int msh_on(void)
  * blocking and a nonblocking collective do not match). */
 static inline int msh_coll_host(void)
 {
-    return MSH_UNLIKELY(msh_rt.coll_host);
+    return MSH_UNLIKELY(msh_rt.coll_mode == MSH_COLL_HOST);
+}
+
+/* MPISHIM_COLL=auto with the runtime on: the form is chosen per
+ * communicator (intercept/wrap.h, msh_coll_host_form). */
+static inline int msh_coll_auto(void)
+{
+    return msh_rt.coll_mode == MSH_COLL_AUTO;
 }
 
 /* Initialized and not disabled: the runtime on or off (window tracking). */

@@ -23,7 +23,28 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "core/log.h"
 #include "intercept/wrap.h"
+
+_Atomic unsigned long long msh_coll_forms[2];
+msh_comm *msh_coll_world;
+
+int msh_coll_agree(msh_comm *mc)
+{
+    msh_hcoll h = msh_coll_host_enter(); /* may end the solo path: read it after */
+    int alone = atomic_load_explicit(&msh_solo_on, memory_order_relaxed);
+    int rc = PMPI_Allreduce(MPI_IN_PLACE, &alone, 1, MPI_INT, MPI_MIN, mc->user);
+    msh_coll_host_exit(h);
+    /* A failed asking reported through the communicator's handler (a member
+     * gone): the program's own call follows in the same form. */
+    if (rc != MPI_SUCCESS || alone)
+        return 1;
+    atomic_store_explicit(&mc->coll_nb, 1, memory_order_relaxed);
+    if (msh_cfg.verbose)
+        msh_log_once("blocking collectives take their nonblocking form on a communicator whose processes are "
+                     "not all alone in MPI (MPISHIM_COLL=auto)");
+    return 0;
+}
 
 #if defined(OPEN_MPI)
 /* A datatype of size 0: its counts carry no data. MPI_DATATYPE_NULL is left
@@ -56,7 +77,7 @@ static const int *empty_counts(const int counts[], MPI_Datatype type, MPI_Comm c
 
 MSH_EXPORT int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm)
 {
-    MSH_COLL_BY_HOST(PMPI_Bcast(buffer, count, datatype, root, comm));
+    MSH_COLL_BY_HOST(comm, PMPI_Bcast(buffer, count, datatype, root, comm));
     MSH_COLL_INTER_BY_HOST(comm, PMPI_Bcast(buffer, count, datatype, root, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
@@ -73,8 +94,8 @@ MSH_EXPORT int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const 
                              MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                              const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    MSH_COLL_BY_HOST(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                                    recvtype, comm));
+    MSH_COLL_BY_HOST(comm, PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                          rdispls, recvtype, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
 #if defined(OPEN_MPI)
@@ -203,7 +224,7 @@ out:
 MSH_EXPORT int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                                      void *recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm)
 {
-    MSH_COLL_BY_HOST(PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
+    MSH_COLL_BY_HOST(comm, PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, rc, *arr = NULL, *perm = nbr_perm(NBR_A2A, comm, &n);
@@ -232,8 +253,8 @@ MSH_EXPORT int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[
                                       MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                                       const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm)
 {
-    MSH_COLL_BY_HOST(PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                                             recvtype, comm));
+    MSH_COLL_BY_HOST(comm, PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                                   rdispls, recvtype, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, *arr = NULL, *perm = nbr_perm(NBR_A2AV, comm, &n);
@@ -257,8 +278,8 @@ MSH_EXPORT int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[
                                       const MPI_Datatype sendtypes[], void *recvbuf, const int recvcounts[],
                                       const MPI_Aint rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm)
 {
-    MSH_COLL_BY_HOST(PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts, rdispls,
-                                             recvtypes, comm));
+    MSH_COLL_BY_HOST(comm, PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                                                   rdispls, recvtypes, comm));
     MPI_Request r;
     msh_coll_ctx c = msh_coll_enter(comm);
     int n = 0, *cnt = NULL, *perm = nbr_perm(NBR_A2AW, comm, &n);

@@ -13,6 +13,7 @@
 #include "intercept/passthru.h"
 #include "intercept/shim.h"
 #include "intercept/status.h"
+#include "intercept/wrap.h"
 #include "vci/win.h"
 #include "partitioned/part.h"
 #include "mpishim.h"
@@ -30,6 +31,20 @@ static const char *thread_level_name(int level)
     }
 }
 
+/* This rank's proposal for the form of blocking collectives (runtime_start):
+ * 2 the host's (MPISHIM_COLL=host, where it can be), 1 per communicator
+ * (auto, where the solo path can be on: the same conditions as
+ * msh_solo_start's), 0 the nonblocking twin. */
+static int coll_wanted(int serialized)
+{
+    int solo = msh_cfg.solo && !serialized && msh_cfg.progress != MSH_PROGRESS_THREAD &&
+               msh_cfg.progress != MSH_PROGRESS_OFFLOAD && msh_cfg.fabric == MSH_FABRIC_OFF;
+    int queued = msh_cfg.progress == MSH_PROGRESS_COMBINE || msh_cfg.progress == MSH_PROGRESS_OFFLOAD;
+    if (msh_cfg.coll == MSH_COLL_HOST && !serialized && !queued)
+        return 2;
+    return msh_cfg.coll != MSH_COLL_NONBLOCKING && solo ? 1 : 0;
+}
+
 /* Build the VCI pool, the progress domains and the entries of the
  * predefined communicators. Collective over MPI_COMM_WORLD. */
 static int runtime_start(int serialized)
@@ -40,25 +55,25 @@ static int runtime_start(int serialized)
     }
     int n = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
     /* Duplicates are chosen by hashing modulo the pool size, so every rank
-     * must use the same size; and every rank the same form of collectives.
-     * The host's blocking collectives are not made while the host is
+     * must use the same size; and every rank the same form of collectives
+     * (agree[1]: 0 nonblocking, 1 auto, 2 host, the smallest wins). The
+     * host's blocking collectives are not made for good while the host is
      * serialized (the host lock would be held for the whole call, which
-     * can wait for another thread's message) or posts are queued (a direct
-     * call must not overtake them). */
-    int agree[3] = { n,
-                     msh_cfg.coll == MSH_COLL_HOST && !serialized && msh_cfg.progress != MSH_PROGRESS_COMBINE &&
-                         msh_cfg.progress != MSH_PROGRESS_OFFLOAD,
-                     msh_cfg.fabric != MSH_FABRIC_OFF };
+     * can wait for another thread's message) or posts are queued (their
+     * drain before each call is the solo path's, which auto keeps to). */
+    int agree[3] = { n, coll_wanted(serialized), msh_cfg.fabric != MSH_FABRIC_OFF };
     PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (msh_cfg.fabric != MSH_FABRIC_OFF && !agree[2]) {
         msh_log_once("MPISHIM_FABRIC is off: a rank did not set it");
         msh_cfg.fabric = MSH_FABRIC_OFF; /* the fabric's open is collective */
     }
     n = agree[0];
-    msh_rt.coll_host = agree[1];
-    if (msh_cfg.coll == MSH_COLL_HOST && !agree[1])
+    msh_rt.coll_mode = agree[1] == 2 ? MSH_COLL_HOST : agree[1] == 1 ? MSH_COLL_AUTO : MSH_COLL_NONBLOCKING;
+    if (msh_cfg.coll == MSH_COLL_HOST && agree[1] != 2)
         msh_log_once("MPISHIM_COLL=host is not in effect (the host is serialized, posts are queued, or a rank did "
-                     "not set it): blocking collectives use their nonblocking form");
+                     "not set it): blocking collectives use %s",
+                     agree[1] ? "the host's form per communicator while its processes are alone (auto)"
+                              : "their nonblocking form");
     if (msh_vci_pool_init(n, serialized) != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
@@ -73,6 +88,7 @@ static int runtime_start(int serialized)
     MPI_Comm world = MPI_COMM_WORLD, self = MPI_COMM_SELF;
     msh_comm_register(world, MPI_COMM_NULL, MPI_INFO_NULL, msh_comm_twin_self, &world);
     msh_comm_register(self, MPI_COMM_NULL, MPI_INFO_NULL, msh_comm_twin_self, &self);
+    msh_coll_world = msh_comm_lookup(MPI_COMM_WORLD);
     msh_solo_start(serialized);
     if (msh_watchdog_start(msh_cfg.watchdog) != 0)
         msh_log("cannot start the watchdog (MPISHIM_WATCHDOG); running without it");
@@ -251,6 +267,9 @@ static void print_stats(int leaked_reqs, int leaked_comms)
     if (msh_progress_has_thread())
         fprintf(f, "  progress thread: slept %llu times with nothing pending\n",
                 (unsigned long long)msh_progress_idle_sleeps());
+    fprintf(f, "  blocking collectives: %llu the host's call, %llu the nonblocking form (MPISHIM_COLL=%s)\n",
+            (unsigned long long)atomic_load(&msh_coll_forms[1]), (unsigned long long)atomic_load(&msh_coll_forms[0]),
+            msh_cfg_word(MSH_CFG_COLL, msh_rt.coll_mode));
     fprintf(f, "  at finalize: %d requests still pending, %d communicators not freed by the program\n",
             leaked_reqs, leaked_comms);
     fclose(f);

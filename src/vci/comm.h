@@ -45,6 +45,14 @@ typedef struct msh_comm {
     int gated;               /* counted in msh_comm_gate */
     MPI_Comm *dups;          /* dup i is progressed on VCI i mod pool size */
     const void *tp_rec;      /* the transport's record of user (msh_tp_comm_record) */
+    /* MPISHIM_COLL=auto (intercept/wrap.h): the blocking collectives made
+     * in the host's form so far, and whether they take the nonblocking form
+     * from now on. Written only inside a blocking collective on this
+     * communicator, which the program orders with every other one on it:
+     * relaxed. Written only while in the host's form, so the point-to-point
+     * posts that read this entry share its line with no writer after. */
+    _Atomic unsigned coll_calls;
+    _Atomic int coll_nb;
 } msh_comm;
 
 /* Live entries that spread over duplicates or reject a wildcard, plus 1 when

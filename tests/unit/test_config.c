@@ -103,7 +103,8 @@ static void test_valid(void)
            c.win_flush_local == MSH_WIN_FLUSH_LOCAL_FLUSH);
     EXPECT(parse1(&c, "MPISHIM_WIN_FLUSH_LOCAL=host", err, sizeof err) == 0 &&
            c.win_flush_local == MSH_WIN_FLUSH_LOCAL_HOST);
-    EXPECT(c.coll == MSH_COLL_NONBLOCKING);
+    EXPECT(c.coll == MSH_COLL_AUTO);
+    EXPECT(parse1(&c, "MPISHIM_COLL=auto", err, sizeof err) == 0 && c.coll == MSH_COLL_AUTO);
     EXPECT(parse1(&c, "MPISHIM_COLL=host", err, sizeof err) == 0 && c.coll == MSH_COLL_HOST);
     EXPECT(parse1(&c, "MPISHIM_COLL=nonblocking", err, sizeof err) == 0 && c.coll == MSH_COLL_NONBLOCKING);
     EXPECT(parse1(&c, "MPISHIM_COLL=blocking", err, sizeof err) != 0);
