@@ -15,7 +15,9 @@
  * the median nanoseconds per message measured on the receiver.
  *
  * Then the same for blocking collectives, which the runtime makes as their
- * nonblocking twin plus a wait (MPISHIM_COLL=nonblocking, the default):
+ * nonblocking twin plus a wait with MPISHIM_COLL=nonblocking, and under the
+ * default (auto) once a process of the communicator has had threads in MPI
+ * at once:
  * MPI_Allreduce (4 B and 4 KiB of floats), MPI_Bcast (4 B, 4 KiB) and
  * MPI_Barrier, blocking against MPI_I<call> + MPI_Wait, N / 20 calls per
  * pass, rank 0's clock.
