@@ -59,8 +59,9 @@ static int runtime_start(int serialized)
      * (agree[1]: 0 nonblocking, 1 auto, 2 host, the smallest wins). The
      * host's blocking collectives are not made for good while the host is
      * serialized (the host lock would be held for the whole call, which
-     * can wait for another thread's message) or posts are queued (their
-     * drain before each call is the solo path's, which auto keeps to). */
+     * can wait for another thread's message), nor for every call while
+     * posts are queued (config.c gives `host` the global policy); auto's
+     * host calls drain the thread's queued posts first (wrap.h). */
     int agree[3] = { n, coll_wanted(serialized), msh_cfg.fabric != MSH_FABRIC_OFF };
     PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (msh_cfg.fabric != MSH_FABRIC_OFF && !agree[2]) {
