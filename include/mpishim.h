@@ -22,9 +22,17 @@ extern "C" {
 int mpishim_active(void);
 
 /* 1 when the shim's runtime (VCIs, sync-object progress) handles this
- * process's calls: the program asked for MPI_THREAD_MULTIPLE and the shim
- * is not disabled. 0 before MPI_Init_thread and after MPI_Finalize. */
+ * process's calls: every rank of the job asked for MPI_THREAD_MULTIPLE and
+ * the shim is not disabled. 0 before MPI_Init_thread and after
+ * MPI_Finalize. */
 int mpishim_runtime(void);
+
+/* 1 when the shim's own partitioned layer serves MPI_Psend_init,
+ * MPI_Precv_init and the calls on their requests in this process; 0 when
+ * the host's own does (MPISHIM_PART=native, or auto with the runtime off,
+ * on a host that has them), when the shim is disabled, or before MPI_Init
+ * and after MPI_Finalize. */
+int mpishim_part_layer(void);
 
 /* 1 while the runtime is on and still on its solo fast path (no two threads
  * have yet been inside MPI at once, MPISHIM_SOLO): calls then go to the

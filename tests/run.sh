@@ -643,6 +643,16 @@ for host in "${hosts[@]}"; do
             env -u MPISHIM_PROGRESS -u MPISHIM_SOLO MPISHIM_STATS=1 "${launch[@]}" -np 2 \
             "$hb/tests/mpi/coll_auto" "$([ $m = alone ] && echo alone)"
     done
+    # Ranks that ask for different thread levels (even ranks
+    # MPI_THREAD_MULTIPLE, odd ones single): the runtime must be off on
+    # every rank, since a rank that forwards never receives what one with
+    # the runtime sends on a VCI's duplicate; partitioned calls are then
+    # the host's own where it has them.
+    for t in p2p_order comm_churn part_host_calls; do
+        run_case "$host $t np4 mixed thread levels: the runtime off on every rank" expect_ok \
+            env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=mixed TEST_EXPECT_RUNTIME=0 \
+            "${launch[@]}" -np 4 "$hb/tests/mpi/$t"
+    done
     # The solo path with sends and receives of different tags on different
     # routes: MPI_Sendrecv then posts both and waits for each.
     run_case "$host p2p_waitall_error np2 solo, MAP=tag" expect_ok \

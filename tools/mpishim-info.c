@@ -25,6 +25,27 @@ static const char *level_name(int l)
          : l == MPI_THREAD_FUNNELED ? "MPI_THREAD_FUNNELED" : "MPI_THREAD_SINGLE";
 }
 
+extern char **environ;
+
+/* Which layer serves MPI_Psend_init and friends (MPISHIM_PART). */
+static const char *part_layer(void)
+{
+    msh_config c;
+    static char err[256];
+    msh_cfg_defaults(&c);
+    if (msh_cfg_parse(&c, environ, err, sizeof err, NULL, NULL) != 0)
+        return err;
+#if MPI_VERSION >= 4
+    if (c.part == MSH_PART_NATIVE)
+        return "the host's own (MPISHIM_PART=native)";
+    if (c.part == MSH_PART_AUTO)
+        return "the shim's layer when every rank asks for MPI_THREAD_MULTIPLE, else the host's own (auto)";
+    return "the shim's layer (MPISHIM_PART=shim)";
+#else
+    return "the shim's layer (this host has no partitioned calls of its own)";
+#endif
+}
+
 int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
@@ -124,6 +145,7 @@ int main(int argc, char **argv)
                    lane);
         else
             printf("lane               none: every message goes through the host\n");
+        printf("partitioned        %s\n", part_layer());
         printf("configuration (MPISHIM_* environment):\n");
         mpishim_print_config(stdout);
         fflush(stdout);

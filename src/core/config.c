@@ -38,7 +38,7 @@ static const char *const map_words[]      = { "comm", "tag", "peer", "hash", "th
 static const char *const progress_words[] = { "global", "vci", "thread", "combine", "offload", NULL };
 static const char *const wait_words[]     = { "spin", "block", "adaptive", NULL };
 static const char *const host_words[]     = { "multiple", "serialized", NULL };
-static const char *const part_words[]     = { "shim", "native", NULL };
+static const char *const part_words[]     = { "shim", "native", "auto", NULL };
 static const char *const route_words[]    = { "target", "thread", NULL };
 static const char *const fence_words[]    = { "host", "passive", "all", NULL };
 static const char *const flocal_words[]   = { "auto", "host", "flush", NULL };
@@ -130,7 +130,10 @@ static const char *const docs[] = {
                             "call under one lock of its own and still gives the program `MPI_THREAD_MULTIPLE`; a "
                             "host that offers less than `MPI_THREAD_MULTIPLE` is run this way automatically.",
     [MSH_CFG_PART] = "Partitioned communication: the shim's layer on persistent requests (`shim`), or the host's "
-                     "own (`native`, MPICH 4; on Open MPI 4.1 it falls back to the shim's layer with a warning).",
+                     "own (`native`, MPICH 4; on Open MPI 4.1 it falls back to the shim's layer with a warning). "
+                     "`auto`: the shim's layer where the runtime is on, the host's own where it is off (a rank "
+                     "asked for less than `MPI_THREAD_MULTIPLE`) and the host has one; Open MPI 4.1 always "
+                     "gets the shim's layer.",
     [MSH_CFG_PART_MIN_BYTES] = "A partitioned sender aggregates consecutive partitions smaller than this into one "
                                "internal message. The info key on `MPI_Psend_init` overrides it per request.",
     [MSH_CFG_WIN_K] = "Internal windows per user window. `auto`: the VCI pool size for `MPI_Win_create` and "
@@ -234,7 +237,7 @@ void msh_cfg_defaults(msh_config *cfg)
     cfg->wait           = MSH_WAIT_ADAPTIVE;
     cfg->spin_us        = 20;
     cfg->host_thread    = MSH_HOST_THREAD_MULTIPLE;
-    cfg->part           = MSH_PART_SHIM;
+    cfg->part           = MSH_PART_AUTO;
     cfg->part_min_bytes = 0;
     cfg->win_k          = 0; /* auto: see src/vci/win.c */
     cfg->win_route      = MSH_WIN_ROUTE_TARGET;

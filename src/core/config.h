@@ -21,7 +21,7 @@ typedef enum {
 } msh_progress_policy;
 typedef enum { MSH_WAIT_SPIN, MSH_WAIT_BLOCK, MSH_WAIT_ADAPTIVE } msh_wait_policy;
 typedef enum { MSH_HOST_THREAD_MULTIPLE, MSH_HOST_THREAD_SERIALIZED } msh_host_thread;
-typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE } msh_part_impl;
+typedef enum { MSH_PART_SHIM, MSH_PART_NATIVE, MSH_PART_AUTO } msh_part_impl;
 typedef enum { MSH_WIN_ROUTE_TARGET, MSH_WIN_ROUTE_THREAD } msh_win_route;
 typedef enum { MSH_WIN_FENCE_HOST, MSH_WIN_FENCE_PASSIVE, MSH_WIN_FENCE_ALL } msh_win_fence_mode;
 typedef enum { MSH_WIN_FLUSH_LOCAL_AUTO, MSH_WIN_FLUSH_LOCAL_HOST, MSH_WIN_FLUSH_LOCAL_FLUSH } msh_win_flush_local;

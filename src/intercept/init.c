@@ -1,5 +1,6 @@
 /* MPI_Init*, MPI_Query_thread, MPI_Finalize: where the runtime starts and
  * ends. */
+#include <limits.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,36 +46,53 @@ static int coll_wanted(int serialized)
     return msh_cfg.coll != MSH_COLL_NONBLOCKING && solo ? 1 : 0;
 }
 
+/* What every rank not disabled settles with the others right after the
+ * host's init, in one MPI_Allreduce (MPI_MIN) over MPI_COMM_WORLD: whether
+ * the runtime starts (only if every rank asked for MPI_THREAD_MULTIPLE: a
+ * rank with the runtime on sends on its VCIs' duplicates, which a rank
+ * that forwards would never receive from), the pool size (duplicates are
+ * chosen by hashing modulo it), the form of blocking collectives (0
+ * nonblocking, 1 auto, 2 host) and whether the fabric opens (collective).
+ * The host's blocking collectives are not made for good while the host is
+ * serialized (the host lock would be held for the whole call, which can
+ * wait for another thread's message), nor for every call while posts are
+ * queued (config.c gives `host` the global policy); auto's host calls
+ * drain the thread's queued posts first (wrap.h). */
+typedef struct {
+    int runtime, nvcis, coll, fabric;
+} agreed;
+
+static agreed agree_at_init(int want_runtime, int serialized)
+{
+    int a[4] = { want_runtime, INT_MAX, INT_MAX, INT_MAX };
+    if (want_runtime) { /* the others matter only when the runtime starts */
+        a[1] = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
+        a[2] = coll_wanted(serialized);
+        a[3] = msh_cfg.fabric != MSH_FABRIC_OFF;
+    }
+    PMPI_Allreduce(MPI_IN_PLACE, a, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return (agreed){ .runtime = a[0], .nvcis = a[1], .coll = a[2], .fabric = a[3] };
+}
+
 /* Build the VCI pool, the progress domains and the entries of the
- * predefined communicators. Collective over MPI_COMM_WORLD. */
-static int runtime_start(int serialized)
+ * predefined communicators, with what the ranks agreed. */
+static int runtime_start(int serialized, agreed ag)
 {
     if (msh_req_arena_init() != 0) {
         msh_log("cannot reserve the request arena; running as pass-through");
         return -1;
     }
-    int n = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
-    /* Duplicates are chosen by hashing modulo the pool size, so every rank
-     * must use the same size; and every rank the same form of collectives
-     * (agree[1]: 0 nonblocking, 1 auto, 2 host, the smallest wins). The
-     * host's blocking collectives are not made for good while the host is
-     * serialized (the host lock would be held for the whole call, which
-     * can wait for another thread's message), nor for every call while
-     * posts are queued (config.c gives `host` the global policy); auto's
-     * host calls drain the thread's queued posts first (wrap.h). */
-    int agree[3] = { n, coll_wanted(serialized), msh_cfg.fabric != MSH_FABRIC_OFF };
-    PMPI_Allreduce(MPI_IN_PLACE, agree, 3, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (msh_cfg.fabric != MSH_FABRIC_OFF && !agree[2]) {
+    int n = ag.nvcis;
+    if (msh_cfg.fabric != MSH_FABRIC_OFF && !ag.fabric) {
         msh_log_once("MPISHIM_FABRIC is off: a rank did not set it");
         msh_cfg.fabric = MSH_FABRIC_OFF; /* the fabric's open is collective */
     }
-    n = agree[0];
-    msh_rt.coll_mode = agree[1] == 2 ? MSH_COLL_HOST : agree[1] == 1 ? MSH_COLL_AUTO : MSH_COLL_NONBLOCKING;
-    if (msh_cfg.coll == MSH_COLL_HOST && agree[1] != 2)
+    msh_rt.coll_mode = ag.coll == 2 ? MSH_COLL_HOST : ag.coll == 1 ? MSH_COLL_AUTO : MSH_COLL_NONBLOCKING;
+    if (msh_cfg.coll == MSH_COLL_HOST && ag.coll != 2)
         msh_log_once("MPISHIM_COLL=host is not in effect (the host is serialized, posts are queued, or a rank did "
                      "not set it): blocking collectives use %s",
-                     agree[1] ? "the host's form per communicator while its processes are alone (auto)"
-                              : "their nonblocking form");
+                     ag.coll ? "the host's form per communicator while its processes are alone (auto)"
+                             : "their nonblocking form");
     if (msh_vci_pool_init(n, serialized) != 0) {
         msh_log("cannot create %d VCIs; running as pass-through", n);
         return -1;
@@ -140,9 +158,13 @@ static void after_host_init(int requested, int host_provided, int *provided)
 
     /* The runtime serves programs that asked for MULTIPLE; it gives them
      * MULTIPLE even from a host that only serializes (rule 7). */
-    if (!msh_cfg.disable && requested == MPI_THREAD_MULTIPLE && host_provided >= MPI_THREAD_SERIALIZED) {
+    int runtime_agreed = 0;
+    if (!msh_cfg.disable) {
         int serialized = host_provided < MPI_THREAD_MULTIPLE || msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED;
-        if (runtime_start(serialized) == 0 && provided)
+        agreed ag = agree_at_init(requested == MPI_THREAD_MULTIPLE && host_provided >= MPI_THREAD_SERIALIZED,
+                                  serialized);
+        runtime_agreed = ag.runtime;
+        if (ag.runtime && runtime_start(serialized, ag) == 0 && provided)
             *provided = MPI_THREAD_MULTIPLE;
     }
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
@@ -154,7 +176,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
     }
     if (!msh_on())
         msh_state_set(msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE);
-    msh_part_init(); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
+    msh_part_init(runtime_agreed); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
 
     if (msh_cfg.verbose && msh_rt.world_rank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -171,7 +193,9 @@ static void after_host_init(int requested, int host_provided, int *provided)
                     msh_pool.serialized ? "serialized" : "concurrent");
         else
             fprintf(stderr, "  runtime: off (%s): calls are forwarded unchanged\n",
-                    msh_cfg.disable ? "MPISHIM_DISABLE" : "the program did not ask for MPI_THREAD_MULTIPLE");
+                    msh_cfg.disable                       ? "MPISHIM_DISABLE"
+                    : requested == MPI_THREAD_MULTIPLE ? "a rank did not ask for MPI_THREAD_MULTIPLE"
+                                                          : "the program did not ask for MPI_THREAD_MULTIPLE");
         msh_cfg_print(stderr, &msh_cfg);
         fflush(stderr);
     }
@@ -206,6 +230,11 @@ MSH_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
 MSH_EXPORT int mpishim_runtime(void)
 {
     return msh_on();
+}
+
+MSH_EXPORT int mpishim_part_layer(void)
+{
+    return msh_part_layer_on();
 }
 
 MSH_EXPORT void mpishim_print_calls(FILE *out)

@@ -36,13 +36,19 @@ MPI_Comm msh_part_hdrc = MPI_COMM_NULL, msh_part_datac = MPI_COMM_NULL;
 
 int msh_part_layer_on(void) { return layer; }
 
-void msh_part_init(void)
+void msh_part_init(int runtime)
 {
     layer = !msh_cfg.disable;
 #if MPI_VERSION >= 4
-    if (msh_cfg.part == MSH_PART_NATIVE)
+    /* auto: a program whose ranks did not all ask for MPI_THREAD_MULTIPLE
+     * gets the host's own layer, as without the shim: with the runtime off
+     * no helper thread may move the shim's receives while the program sits
+     * in a blocking host call, where the host's layer moves its own. The
+     * ranks agreed on `runtime`, so they all pick the same layer. */
+    if (msh_cfg.part == MSH_PART_NATIVE || (msh_cfg.part == MSH_PART_AUTO && !runtime))
         layer = 0;
 #else
+    (void)runtime;
     if (layer && msh_cfg.part == MSH_PART_NATIVE && msh_rt.world_rank == 0)
         msh_log("MPISHIM_PART=native: this host has no partitioned calls (MPI %d.%d); using the shim's layer",
                 MPI_VERSION, MPI_SUBVERSION);

@@ -69,7 +69,8 @@ int msh_part_layer_on(void);
 /* Communicator ids (cid.h): agreed for every communicator a constructor
  * the shim intercepts returns (collective, inside that call), dropped in
  * Comm_free and Comm_disconnect. */
-void msh_part_init(void);  /* after host init: the channel's duplicates, the predefined ids */
+void msh_part_init(int runtime); /* after host init (runtime: the ranks agreed to start it): the
+                                    * channels' duplicates, the predefined ids */
 void msh_part_fini(void);  /* before host finalize */
 
 /* MPI_Psend_init (send = 1) / MPI_Precv_init on the shim's layer. */

@@ -299,14 +299,7 @@ static void zero_count(void)
  * and not handing partitioned calls to a host that has its own. */
 static int shim_layer(void)
 {
-    if (!test_shim_call("mpishim_active"))
-        return 0;
-#if MPI_VERSION >= 4
-    const char *p = getenv("MPISHIM_PART");
-    if (p && strcasecmp(p, "native") == 0)
-        return 0;
-#endif
-    return 1;
+    return test_shim_call("mpishim_part_layer");
 }
 
 static void min_bytes_info(void)
