@@ -156,8 +156,8 @@ static void after_host_init(int requested, int host_provided, int *provided)
     PMPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &have_ub);
     msh_rt.tag_ub = have_ub && ub ? *ub : 32767; /* the least MPI allows */
 
-    /* The runtime serves programs that asked for MULTIPLE; it gives them
-     * MULTIPLE even from a host that only serializes (rule 7). */
+    /* The runtime serves programs whose ranks all asked for MULTIPLE; it
+     * gives them MULTIPLE even from a host that only serializes (rule 7). */
     int runtime_agreed = 0;
     if (!msh_cfg.disable) {
         int serialized = host_provided < MPI_THREAD_MULTIPLE || msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED;

@@ -44,7 +44,7 @@ static void test_defaults(void)
     EXPECT(c.progress == MSH_PROGRESS_COMBINE);
     EXPECT(c.wait == MSH_WAIT_ADAPTIVE);
     EXPECT(c.host_thread == MSH_HOST_THREAD_MULTIPLE);
-    EXPECT(c.part == MSH_PART_SHIM);
+    EXPECT(c.part == MSH_PART_AUTO);
     EXPECT(c.from_env == 0);
 }
 
@@ -85,6 +85,7 @@ static void test_valid(void)
     EXPECT(parse1(&c, "MPISHIM_HOST_THREAD=serialized", err, sizeof err) == 0 &&
            c.host_thread == MSH_HOST_THREAD_SERIALIZED);
     EXPECT(parse1(&c, "MPISHIM_PART=native", err, sizeof err) == 0 && c.part == MSH_PART_NATIVE);
+    EXPECT(parse1(&c, "MPISHIM_PART=shim", err, sizeof err) == 0 && c.part == MSH_PART_SHIM);
     EXPECT(parse1(&c, "MPISHIM_ASSERT=no_any_tag,allow_overtaking", err, sizeof err) == 0 &&
            c.asserts == (MSH_ASSERT_NO_ANY_TAG | MSH_ASSERT_ALLOW_OVERTAKING));
     EXPECT(parse1(&c, "MPISHIM_ASSERT= no_any_source , no_any_tag ", err, sizeof err) == 0 &&
