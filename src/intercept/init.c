@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/config.h"
+#include "core/error.h"
 #include "core/log.h"
 #include "core/topo.h"
 #include "intercept/isendrecv.h"
@@ -48,40 +49,66 @@ static int coll_wanted(int serialized)
 
 /* What every rank not disabled settles with the others right after the
  * host's init, in one MPI_Allreduce (MPI_MIN) over MPI_COMM_WORLD: whether
- * the runtime starts (only if every rank asked for MPI_THREAD_MULTIPLE: a
- * rank with the runtime on sends on its VCIs' duplicates, which a rank
- * that forwards would never receive from), the pool size (duplicates are
- * chosen by hashing modulo it), the form of blocking collectives (0
- * nonblocking, 1 auto, 2 host) and whether the fabric opens (collective).
- * The host's blocking collectives are not made for good while the host is
- * serialized (the host lock would be held for the whole call, which can
- * wait for another thread's message), nor for every call while posts are
- * queued (config.c gives `host` the global policy); auto's host calls
- * drain the thread's queued posts first (wrap.h). */
+ * the runtime starts (only if every rank asked for MPI_THREAD_MULTIPLE, got
+ * at least MPI_THREAD_SERIALIZED from its host and could reserve its
+ * request arena: a rank with the runtime on sends on its VCIs'
+ * duplicates, which a rank that forwards would never receive from), the
+ * pool size (duplicates are chosen by hashing modulo it), the form of
+ * blocking collectives (0 nonblocking, 1 auto, 2 host) and whether the
+ * fabric opens (collective). The host's blocking collectives are not made
+ * for good while the host is serialized (the host lock would be held for
+ * the whole call, which can wait for another thread's message), nor for
+ * every call while posts are queued (config.c gives `host` the global
+ * policy); auto's host calls drain the thread's queued posts first
+ * (wrap.h). Each condition travels on its own, so that the log can say
+ * which one kept the runtime off. */
 typedef struct {
     int runtime, nvcis, coll, fabric;
+    int asked, host_level, arena; /* 1 where every rank met that condition */
 } agreed;
 
-static agreed agree_at_init(int want_runtime, int serialized)
+static agreed agree_at_init(int asked, int host_level, int serialized)
 {
-    int a[4] = { want_runtime, INT_MAX, INT_MAX, INT_MAX };
-    if (want_runtime) { /* the others matter only when the runtime starts */
+    int arena = 1;
+    if (asked && host_level && msh_req_arena_init() != 0) {
+        /* Before the agreement: a rank alone without the runtime would
+         * leave the others waiting for what it never sends. */
+        msh_log("cannot reserve the request arena (%zu MiB of address space); the runtime stays off on every rank",
+                msh_req_arena_bytes() >> 20);
+        arena = 0;
+    }
+    int want = asked && host_level && arena;
+    int a[7] = { want, INT_MAX, INT_MAX, INT_MAX, asked, host_level, arena };
+    if (want) { /* the others matter only when the runtime starts */
         a[1] = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
         a[2] = coll_wanted(serialized);
         a[3] = msh_cfg.fabric != MSH_FABRIC_OFF;
     }
-    PMPI_Allreduce(MPI_IN_PLACE, a, 4, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return (agreed){ .runtime = a[0], .nvcis = a[1], .coll = a[2], .fabric = a[3] };
+    PMPI_Allreduce(MPI_IN_PLACE, a, 7, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return (agreed){ .runtime = a[0], .nvcis = a[1], .coll = a[2], .fabric = a[3],
+                     .asked = a[4], .host_level = a[5], .arena = a[6] };
+}
+
+/* Why the runtime is off, for MPISHIM_VERBOSE (rank 0's view). */
+static const char *off_reason(int requested, const agreed *ag)
+{
+    if (msh_cfg.disable)
+        return "MPISHIM_DISABLE";
+    if (requested != MPI_THREAD_MULTIPLE)
+        return "the program did not ask for MPI_THREAD_MULTIPLE";
+    if (!ag->asked)
+        return "a rank did not ask for MPI_THREAD_MULTIPLE";
+    if (!ag->host_level)
+        return "a rank's host provides less than MPI_THREAD_SERIALIZED";
+    if (!ag->arena)
+        return "a rank could not reserve its request arena";
+    return "it could not start";
 }
 
 /* Build the VCI pool, the progress domains and the entries of the
  * predefined communicators, with what the ranks agreed. */
 static int runtime_start(int serialized, agreed ag)
 {
-    if (msh_req_arena_init() != 0) {
-        msh_log("cannot reserve the request arena; running as pass-through");
-        return -1;
-    }
     int n = ag.nvcis;
     if (msh_cfg.fabric != MSH_FABRIC_OFF && !ag.fabric) {
         msh_log_once("MPISHIM_FABRIC is off: a rank did not set it");
@@ -94,12 +121,12 @@ static int runtime_start(int serialized, agreed ag)
                      ag.coll ? "the host's form per communicator while its processes are alone (auto)"
                              : "their nonblocking form");
     if (msh_vci_pool_init(n, serialized) != 0) {
-        msh_log("cannot create %d VCIs; running as pass-through", n);
+        msh_log("cannot create %d VCIs", n);
         return -1;
     }
     msh_queue_init(); /* before the progress thread reads its settings */
     if (msh_progress_init() != 0) {
-        msh_log("cannot set up progress (MPISHIM_PROGRESS=%s); running as pass-through",
+        msh_log("cannot set up progress (MPISHIM_PROGRESS=%s)",
                 msh_cfg_word(MSH_CFG_PROGRESS, (int)msh_cfg.progress));
         return -1;
     }
@@ -139,7 +166,7 @@ static int flush_local_wanted(int mpich_ucx)
 }
 
 /* What follows a successful host init, for both MPI_Init and MPI_Init_thread. */
-static void after_host_init(int requested, int host_provided, int *provided)
+static int after_host_init(int requested, int host_provided, int *provided)
 {
     /* What the sync layer calls up for (partitioned requests work with the
      * runtime off too): before the runtime's progress thread can read it. */
@@ -158,14 +185,22 @@ static void after_host_init(int requested, int host_provided, int *provided)
 
     /* The runtime serves programs whose ranks all asked for MULTIPLE; it
      * gives them MULTIPLE even from a host that only serializes (rule 7). */
-    int runtime_agreed = 0;
+    agreed ag = { 0 };
+    int rc = MPI_SUCCESS;
     if (!msh_cfg.disable) {
         int serialized = host_provided < MPI_THREAD_MULTIPLE || msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED;
-        agreed ag = agree_at_init(requested == MPI_THREAD_MULTIPLE && host_provided >= MPI_THREAD_SERIALIZED,
-                                  serialized);
-        runtime_agreed = ag.runtime;
-        if (ag.runtime && runtime_start(serialized, ag) == 0 && provided)
+        ag = agree_at_init(requested == MPI_THREAD_MULTIPLE, host_provided >= MPI_THREAD_SERIALIZED, serialized);
+        if (ag.runtime && runtime_start(serialized, ag) != 0) {
+            /* The other ranks start theirs: forwarding from here would
+             * leave them waiting. Fail the call (fatal by default), as a
+             * host that cannot set up does. */
+            msh_log("rank %d: cannot start the runtime the ranks agreed on (set MPISHIM_DISABLE=1 to run "
+                    "without the shim)",
+                    msh_rt.world_rank);
+            rc = msh_error_comm(MPI_COMM_WORLD, MPI_ERR_OTHER);
+        } else if (ag.runtime && provided) {
             *provided = MPI_THREAD_MULTIPLE;
+        }
     }
     /* Every program the shim is not disabled for, as the Win_allocate fix. */
     if (!msh_cfg.disable) {
@@ -176,7 +211,7 @@ static void after_host_init(int requested, int host_provided, int *provided)
     }
     if (!msh_on())
         msh_state_set(msh_cfg.disable ? MSH_STATE_DISABLED : MSH_STATE_ACTIVE);
-    msh_part_init(runtime_agreed); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
+    msh_part_init(ag.runtime); /* collective: the two MPI_COMM_WORLD duplicates all partitioned traffic uses */
 
     if (msh_cfg.verbose && msh_rt.world_rank == 0) {
         char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -192,13 +227,11 @@ static void after_host_init(int requested, int host_provided, int *provided)
             fprintf(stderr, "  runtime: %d VCIs, %s host access\n", msh_pool.n,
                     msh_pool.serialized ? "serialized" : "concurrent");
         else
-            fprintf(stderr, "  runtime: off (%s): calls are forwarded unchanged\n",
-                    msh_cfg.disable                       ? "MPISHIM_DISABLE"
-                    : requested == MPI_THREAD_MULTIPLE ? "a rank did not ask for MPI_THREAD_MULTIPLE"
-                                                          : "the program did not ask for MPI_THREAD_MULTIPLE");
+            fprintf(stderr, "  runtime: off (%s): calls are forwarded unchanged\n", off_reason(requested, &ag));
         msh_cfg_print(stderr, &msh_cfg);
         fflush(stderr);
     }
+    return rc;
 }
 
 MSH_EXPORT int MPI_Init(int *argc, char ***argv)
@@ -209,7 +242,7 @@ MSH_EXPORT int MPI_Init(int *argc, char ***argv)
     if (rc == MPI_SUCCESS) {
         int provided = MPI_THREAD_SINGLE;
         PMPI_Query_thread(&provided);
-        after_host_init(MPI_THREAD_SINGLE, provided, NULL);
+        rc = after_host_init(MPI_THREAD_SINGLE, provided, NULL);
     }
     return rc;
 }
@@ -223,7 +256,7 @@ MSH_EXPORT int MPI_Init_thread(int *argc, char ***argv, int required, int *provi
         ask = MPI_THREAD_SERIALIZED;
     int rc = PMPI_Init_thread(argc, argv, ask, provided);
     if (rc == MPI_SUCCESS)
-        after_host_init(required, *provided, provided);
+        rc = after_host_init(required, *provided, provided);
     return rc;
 }
 

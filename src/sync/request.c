@@ -25,7 +25,7 @@ int msh_req_arena_init(void)
 {
     if (msh_reqs.base)
         return 0;
-    size_t bytes = (size_t)MSH_REQ_MAX * sizeof(msh_request);
+    size_t bytes = msh_req_arena_bytes();
     /* Address space only: pages are committed when first touched. */
     void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)

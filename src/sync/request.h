@@ -280,6 +280,12 @@ static inline uint64_t msh_payload_bytes(MPI_Count count, MPI_Datatype dt)
 
 /* Reserve the arena (once, at init). Returns 0 or -1. */
 int msh_req_arena_init(void);
+
+/* The address space msh_req_arena_init reserves. */
+static inline size_t msh_req_arena_bytes(void)
+{
+    return (size_t)MSH_REQ_MAX * sizeof(msh_request);
+}
 void msh_req_arena_fini(void);
 
 /* Global pool: take up to n fresh or recycled requests (linked through
