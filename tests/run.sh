@@ -619,6 +619,15 @@ for host in "${hosts[@]}"; do
     # The launcher finds the host from the binary when --host is not given.
     run_case "$host p2p_order np2 launcher autodetect" expect_ok \
         env TEST_EXPECT_SHIM=active "$build/mpishim" "$MPIRUN" $(mpirun_flags) -np 2 "$order"
+    # A program that names no MPI library itself (it reaches MPI through
+    # one of its own): the launcher asks the loader, where for the others
+    # the sonames the program names suffice; both print this host's library.
+    run_case "$host launcher: the host of programs linked with MPI and through a library" expect_ok \
+        bash -c 'for p in "$2" "$3"; do got=$("$1" --print-lib "$p") || exit 1
+                     [ "$got" = "$4" ] || { echo "$p: $got, not $4"; exit 1; }; done; echo "OK launcher host"' \
+        _ "$build/mpishim" "$order" "$hb/tests/mpi/indirect/p2p_order" "$lib"
+    run_case "$host p2p_order np2 through a library of its own, launcher autodetect" expect_ok \
+        env TEST_EXPECT_SHIM=active "$build/mpishim" "$MPIRUN" $(mpirun_flags) -np 2 "$hb/tests/mpi/indirect/p2p_order"
     # An MPMD command line (A : B): the ranks of every app context get the
     # library (Open MPI's -x reaches only the context it is given in).
     run_case "$host p2p_order MPMD 1 : 1 launcher" expect_ok \
