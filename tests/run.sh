@@ -442,6 +442,13 @@ expect_runtime_off() {
     if grep -q '^mpishim stats, rank' "$2"; then echo "a stats table: the runtime was on"; fi
 }
 
+# MPISHIM_DISABLE on some ranks: rank 0 says every rank passes through.
+expect_disabled_somewhere() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    grep -q '^mpishim: MPISHIM_DISABLE is set on a rank: every rank passes its calls through' "$2" ||
+        echo "rank 0 did not say that a rank is disabled"
+}
+
 # One rank could not reserve its request arena: it says so, the program
 # passes with the runtime off.
 expect_arena_refused() {
@@ -680,6 +687,16 @@ for host in "${hosts[@]}"; do
         run_case "$host $t np4 mixed thread levels: the runtime off on every rank" expect_ok \
             env TEST_EXPECT_SHIM=active TEST_THREAD_LEVEL=mixed TEST_EXPECT_RUNTIME=0 \
             "${launch[@]}" -np 4 "$hb/tests/mpi/$t"
+    done
+    # MPISHIM_DISABLE on one rank only (an MPMD command line): every rank
+    # passes its calls through, since the others would otherwise make
+    # collectives it does not (the runtime's, the window fix's; both
+    # hosts hung); rank 0 says so.
+    for t in p2p_order:multiple rma_alloc:single; do
+        run_case "$host ${t%%:*} np2 MPISHIM_DISABLE on rank 1 only (${t#*:}): pass-through everywhere" \
+            expect_disabled_somewhere env TEST_EXPECT_SHIM=disabled TEST_THREAD_LEVEL=${t#*:} \
+            "$MPIRUN" $(mpirun_flags) -np 1 env LD_PRELOAD="$lib" "$hb/tests/mpi/${t%%:*}" : \
+            -np 1 env LD_PRELOAD="$lib" MPISHIM_DISABLE=1 "$hb/tests/mpi/${t%%:*}"
     done
     # One rank that cannot reserve the shim's request arena (its address
     # space limited; the others not) while all ask for MULTIPLE: the

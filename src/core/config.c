@@ -84,7 +84,8 @@ _Static_assert(NVARS <= sizeof(unsigned long) * CHAR_BIT, "from_env has one bit 
  * test fails when they drift from this table). Plain text: `x` marks a
  * literal. */
 static const char *const docs[] = {
-    [MSH_CFG_DISABLE] = "Pure pass-through: every call goes to the host unchanged, for A/B runs with the same binary.",
+    [MSH_CFG_DISABLE] = "Pure pass-through: every call goes to the host unchanged, for A/B runs with the same binary. "
+                        "Set on some ranks only, every rank passes through (one MPI_Allreduce in MPI_Init tells them).",
     [MSH_CFG_VERBOSE] = "Rank 0 prints the host, the thread levels and the configuration at init (stderr).",
     [MSH_CFG_STATS] = "At finalize each rank prints per-VCI counters (sends, receives, collectives, bytes, polls, "
                       "completions, request-cache hits and refills, and `at_post`: blocking calls the host completed "

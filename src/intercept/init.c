@@ -64,11 +64,17 @@ static int coll_wanted(int serialized)
  * which one kept the runtime off. */
 typedef struct {
     int runtime, nvcis, coll, fabric;
-    int asked, host_level, arena; /* 1 where every rank met that condition */
+    int asked, host_level, arena, enabled; /* 1 where every rank met that condition */
 } agreed;
 
+/* A rank with MPISHIM_DISABLE takes part too (asking for nothing): where
+ * one rank passes every call through, every rank must (a rank that
+ * tracks windows or keeps the partitioned layer makes collectives that
+ * one would not). */
 static agreed agree_at_init(int asked, int host_level, int serialized)
 {
+    int enabled = !msh_cfg.disable;
+    asked = asked && enabled;
     int arena = 1;
     if (asked && host_level && msh_req_arena_init() != 0) {
         /* Before the agreement: a rank alone without the runtime would
@@ -78,22 +84,22 @@ static agreed agree_at_init(int asked, int host_level, int serialized)
         arena = 0;
     }
     int want = asked && host_level && arena;
-    int a[7] = { want, INT_MAX, INT_MAX, INT_MAX, asked, host_level, arena };
+    int a[8] = { want, INT_MAX, INT_MAX, INT_MAX, asked, host_level, arena, enabled };
     if (want) { /* the others matter only when the runtime starts */
         a[1] = msh_cfg.num_vcis ? msh_cfg.num_vcis : msh_topo_default_vcis(MSH_MAX_VCIS);
         a[2] = coll_wanted(serialized);
         a[3] = msh_cfg.fabric != MSH_FABRIC_OFF;
     }
-    PMPI_Allreduce(MPI_IN_PLACE, a, 7, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    PMPI_Allreduce(MPI_IN_PLACE, a, 8, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     return (agreed){ .runtime = a[0], .nvcis = a[1], .coll = a[2], .fabric = a[3],
-                     .asked = a[4], .host_level = a[5], .arena = a[6] };
+                     .asked = a[4], .host_level = a[5], .arena = a[6], .enabled = a[7] };
 }
 
 /* Why the runtime is off, for MPISHIM_VERBOSE (rank 0's view). */
 static const char *off_reason(int requested, const agreed *ag)
 {
     if (msh_cfg.disable)
-        return "MPISHIM_DISABLE";
+        return ag->enabled ? "MPISHIM_DISABLE" : "MPISHIM_DISABLE on a rank";
     if (requested != MPI_THREAD_MULTIPLE)
         return "the program did not ask for MPI_THREAD_MULTIPLE";
     if (!ag->asked)
@@ -185,11 +191,15 @@ static int after_host_init(int requested, int host_provided, int *provided)
 
     /* The runtime serves programs whose ranks all asked for MULTIPLE; it
      * gives them MULTIPLE even from a host that only serializes (rule 7). */
-    agreed ag = { 0 };
     int rc = MPI_SUCCESS;
+    int serialized = host_provided < MPI_THREAD_MULTIPLE || msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED;
+    agreed ag = agree_at_init(requested == MPI_THREAD_MULTIPLE, host_provided >= MPI_THREAD_SERIALIZED, serialized);
+    if (!ag.enabled && !msh_cfg.disable) {
+        if (msh_rt.world_rank == 0)
+            msh_log("MPISHIM_DISABLE is set on a rank: every rank passes its calls through");
+        msh_cfg.disable = 1;
+    }
     if (!msh_cfg.disable) {
-        int serialized = host_provided < MPI_THREAD_MULTIPLE || msh_cfg.host_thread == MSH_HOST_THREAD_SERIALIZED;
-        ag = agree_at_init(requested == MPI_THREAD_MULTIPLE, host_provided >= MPI_THREAD_SERIALIZED, serialized);
         if (ag.runtime && runtime_start(serialized, ag) != 0) {
             /* The other ranks start theirs: forwarding from here would
              * leave them waiting. Fail the call (fatal by default), as a
