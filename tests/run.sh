@@ -267,6 +267,12 @@ expect_same_handlers() {
 # deps_clean with a libfabric lane open (MPISHIM_FABRIC=tcp): handlers as
 # raw, libfabric mapped, and of PSM only the shim's stand-ins (build/<host>/
 # psmstub/): the real libraries' constructors cost 0.2 s of start-up.
+# A job whose rank 0 was killed: it failed, and left no libfabric shm
+# region in /dev/shm.
+expect_killed_no_shm() {
+    grep -q '^== rc [1-9]' "$2" || { echo "the job did not fail"; return; }
+    ! grep -q '^== new: ' "$2" || echo "left in /dev/shm: $(sed -n 's/^== new: //p' "$2" | tr '\n' ' ')"
+}
 expect_psm_stubbed() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
     section shim "$2" | grep -q '^OK deps_clean' || { echo "no OK line in the shim run"; return; }
@@ -812,6 +818,18 @@ for host in "${hosts[@]}"; do
             bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_ASSERT=no_any_tag MPISHIM_NUM_VCIS=4 "${@:2}";
                      echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
             _ "$logdir/shm-$host" "${launch[@]}" -np 2 "$hb/tests/mpi/mt_basic"
+        # The shm provider installs handlers for SIGINT, SIGTERM, SIGBUS
+        # and SIGSEGV that remove its files: the shim removes them itself
+        # once every process has mapped them, and keeps the host's
+        # handlers; a rank killed by SIGKILL then leaves nothing either.
+        run_case "$host deps_clean np2 shm lane: handlers as raw" expect_psm_stubbed \
+            env MPISHIM_FABRIC=shm bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+            _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+        run_case "$host fabric shm: a rank killed by SIGKILL leaves nothing in /dev/shm" expect_killed_no_shm \
+            bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_NUM_VCIS=4 "${@:2}";
+                     echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
+            _ "$logdir/shmkill-$host" "${launch[@]}" -np 2 "$proc/crash" kill
         if ls /dev | grep -qE '^(hfi1|ipath)'; then
             printf 'SKIP %-58s       %s\n' "$host deps_clean np2 tcp lane: PSM stand-ins" "this node has a PSM adapter"
         else

@@ -71,7 +71,9 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -1406,6 +1408,48 @@ static const char *open_endpoint(fab_tp *f)
     return NULL;
 }
 
+/* libfabric's shm provider keeps each endpoint's queues in a file of
+ * /dev/shm that its peers open by name, and at its first endpoint installs
+ * handlers for SIGINT, SIGTERM, SIGBUS and SIGSEGV that remove those files
+ * before the signal takes its course: a host's own handlers are replaced
+ * (they still run after), and a rank killed by SIGKILL leaves its files.
+ * Once every process has mapped a VCI's endpoints (the exchange), no one
+ * opens them by name again, so each process removes its own file there
+ * and puts back the handlers it had before the first endpoint. */
+static struct sigaction sig_before[32];
+static int sig_saved;
+
+static int shm_files(void)
+{
+    return strcmp(job.prov, "shm") == 0;
+}
+
+static void signals_save(void)
+{
+    for (int s = 1; s < 32; s++)
+        sigaction(s, NULL, &sig_before[s]);
+    sig_saved = 1;
+}
+
+/* Only those that changed: a program's own are left alone. */
+static void signals_restore(void)
+{
+    for (int s = 1; s < 32 && sig_saved; s++) {
+        struct sigaction now;
+        if (sigaction(s, NULL, &now) == 0 && now.sa_handler != sig_before[s].sa_handler)
+            sigaction(s, &sig_before[s], NULL);
+    }
+}
+
+/* The file behind an endpoint name ("fi_shm://<pid>:<uid>:<index>": the
+ * part after the scheme, in /dev/shm). 0 once it is gone. */
+static int shm_unlink_name(const char *name)
+{
+    const char *p = strstr(name, "://");
+    p = p ? p + 3 : name;
+    return *p && !strchr(p, '/') ? shm_unlink(p) : -1;
+}
+
 /* Exchange endpoint names through the host; every process calls this for
  * each VCI in the same order. */
 static const char *exchange(fab_tp *f, const char *why)
@@ -1439,7 +1483,17 @@ static const char *exchange(fab_tp *f, const char *why)
     }
     free(names);
     PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    return ok ? NULL : "fi_av_insert failed";
+    if (!ok)
+        return "fi_av_insert failed";
+    /* Every process has mapped this VCI's endpoints now (the shm provider
+     * maps a peer's file when its address is inserted). */
+    if (shm_files()) {
+        if (shm_unlink_name(name) == 0)
+            signals_restore();
+        else if (msh_cfg.verbose)
+            msh_log("fabric: cannot remove the shm provider's file of \"%s\"; its signal handlers stay", name);
+    }
+    return NULL;
 }
 
 msh_tp *msh_tp_fabric_open(int idx, const char **why);
@@ -1460,6 +1514,8 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
         f->held_tail = &f->held;
         if (!w && job.nopeek && !(f->bounce = malloc(EAGER_MAX)))
             w = "out of memory";
+        if (!w && idx == 0 && shm_files())
+            signals_save();
         if (!w)
             w = open_endpoint(f);
     }

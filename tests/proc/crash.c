@@ -3,10 +3,12 @@
  * SIGSEGV under the shim exactly as it does without it: no library the shim
  * brings may turn the signal into an exit status. With the argument "recv"
  * the other ranks wait in MPI_Recv from rank 0 meanwhile (on a lane, when
- * one is open): the job must still end as raw, not hang. Run by
- * tests/run.sh only. */
+ * one is open): the job must still end as raw, not hang. With "kill"
+ * rank 0 dies by SIGKILL instead, which no handler sees (what a lane
+ * leaves behind then). Run by tests/run.sh only. */
 #include <mpi.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,6 +24,8 @@ int main(int argc, char **argv)
     if (rank == 0) {
         if (recv)
             usleep(200000); /* the others are in MPI_Recv by then */
+        if (argc > 1 && strcmp(argv[1], "kill") == 0)
+            raise(SIGKILL);
         volatile int *volatile p = NULL; /* both volatile: gcc drops the store otherwise */
         *p = 1;
     }
