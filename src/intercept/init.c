@@ -47,7 +47,7 @@ static int coll_wanted(int serialized)
     return msh_cfg.coll != MSH_COLL_NONBLOCKING && solo ? 1 : 0;
 }
 
-/* What every rank not disabled settles with the others right after the
+/* What every rank settles with the others right after the
  * host's init, in one MPI_Allreduce (MPI_MIN) over MPI_COMM_WORLD: whether
  * the runtime starts (only if every rank asked for MPI_THREAD_MULTIPLE, got
  * at least MPI_THREAD_SERIALIZED from its host and could reserve its
