@@ -822,14 +822,26 @@ for host in "${hosts[@]}"; do
         # and SIGSEGV that remove its files: the shim removes them itself
         # once every process has mapped them, and keeps the host's
         # handlers; a rank killed by SIGKILL then leaves nothing either.
-        run_case "$host deps_clean np2 shm lane: handlers as raw" expect_psm_stubbed \
-            env MPISHIM_FABRIC=shm bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
-            _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
-        run_case "$host fabric shm: a rank killed by SIGKILL leaves nothing in /dev/shm" expect_killed_no_shm \
-            bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_NUM_VCIS=4 "${@:2}";
-                     echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
-            _ "$logdir/shmkill-$host" "${launch[@]}" -np 2 "$proc/crash" kill
+        # (Before libfabric 1.20 only: later ones map a peer's file at its
+        # first message, and the files and handlers stay.)
+        fi_ver=$(pkg-config --modversion libfabric 2>/dev/null || echo 0)
+        if [ "$(printf '%s\n1.20\n' "$fi_ver" | sort -V | head -n 1)" = 1.20 ]; then
+            for n in "deps_clean np2 shm lane: handlers as raw" "fabric shm: a rank killed by SIGKILL leaves nothing in /dev/shm"; do
+                if [ -z "$filter" ] || grep -qE -- "$filter" <<< "$host $n"; then
+                    skipped=$((skipped + 1))
+                    printf 'SKIP %-58s       %s\n' "$host $n" "libfabric $fi_ver keeps its shm files and handlers"
+                fi
+            done
+        else
+            run_case "$host deps_clean np2 shm lane: handlers as raw" expect_psm_stubbed \
+                env MPISHIM_FABRIC=shm bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                         "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+                _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
+            run_case "$host fabric shm: a rank killed by SIGKILL leaves nothing in /dev/shm" expect_killed_no_shm \
+                bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_NUM_VCIS=4 "${@:2}";
+                         echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
+                _ "$logdir/shmkill-$host" "${launch[@]}" -np 2 "$proc/crash" kill
+        fi
         if ls /dev | grep -qE '^(hfi1|ipath)'; then
             printf 'SKIP %-58s       %s\n' "$host deps_clean np2 tcp lane: PSM stand-ins" "this node has a PSM adapter"
         else

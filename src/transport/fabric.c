@@ -113,6 +113,7 @@ static struct {
     int wsize, wrank;
     int failed; /* the job agreed not to use the fabric */
     int nopeek; /* the provider ignores FI_PEEK and FI_CLAIM */
+    int shm_mapped_at_insert; /* shm maps a peer's file when its address is inserted */
     size_t rx_min; /* receives shorter than this land in scratch memory of this size */
     char prov[64];
 } job;
@@ -260,6 +261,8 @@ static const char *query(const char *prov)
     uint32_t (*version)(void) = NULL;
     *(void **)&version = dlsym(job.lib, "fi_version");
     job.nopeek = strcmp(job.prov, "shm") == 0 && (!version || version() < FI_VERSION(1, 19));
+    /* From 1.20 shm maps a peer's file at the first message instead. */
+    job.shm_mapped_at_insert = strcmp(job.prov, "shm") == 0 && version && version() < FI_VERSION(1, 20);
     /* libfabric 1.17's tcp fails a receive that truncates an eager message
      * when rxm handed it the program's buffer (its dynamic receive
      * buffers), and drops the connection. A receive shorter than rxm's
@@ -1413,16 +1416,14 @@ static const char *open_endpoint(fab_tp *f)
  * handlers for SIGINT, SIGTERM, SIGBUS and SIGSEGV that remove those files
  * before the signal takes its course: a host's own handlers are replaced
  * (they still run after), and a rank killed by SIGKILL leaves its files.
- * Once every process has mapped a VCI's endpoints (the exchange), no one
- * opens them by name again, so each process removes its own file there
- * and puts back the handlers it had before the first endpoint. */
+ * Before libfabric 1.20 the provider maps a peer's file when its address
+ * is inserted, so once every process has inserted a VCI's addresses (the
+ * exchange) no one opens them by name again: each process removes its own
+ * file there and puts back the handlers it had before the first endpoint.
+ * From 1.20 a peer's file is opened at its first message, so the files,
+ * and libfabric's handlers, stay. */
 static struct sigaction sig_before[32];
 static int sig_saved;
-
-static int shm_files(void)
-{
-    return strcmp(job.prov, "shm") == 0;
-}
 
 static void signals_save(void)
 {
@@ -1487,7 +1488,7 @@ static const char *exchange(fab_tp *f, const char *why)
         return "fi_av_insert failed";
     /* Every process has mapped this VCI's endpoints now (the shm provider
      * maps a peer's file when its address is inserted). */
-    if (shm_files()) {
+    if (job.shm_mapped_at_insert) {
         if (shm_unlink_name(name) == 0)
             signals_restore();
         else if (msh_cfg.verbose)
@@ -1514,7 +1515,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
         f->held_tail = &f->held;
         if (!w && job.nopeek && !(f->bounce = malloc(EAGER_MAX)))
             w = "out of memory";
-        if (!w && idx == 0 && shm_files())
+        if (!w && idx == 0 && job.shm_mapped_at_insert)
             signals_save();
         if (!w)
             w = open_endpoint(f);
