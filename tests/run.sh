@@ -468,6 +468,12 @@ expect_tsan_report() {
     grep -qE '^ +#0 worker .*tsan_canary\.c:' "$2" || echo "the report does not point at tsan_canary.c"
 }
 
+# A script for run_case: PROG at np 2 raw, then under the launcher, each
+# section headed "== raw" / "== shim" and ended by "== rc N" (section()
+# reads them). Arguments: PROG LAUNCHER HOST LIB MPIRUN [FLAGS...].
+raw_then_shim_np2='echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
+                   "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"'
+
 mpirun_flags() { # host-specific flags to run as root, oversubscribed
     if [ "$HOST_FLAVOR" = openmpi ]; then echo "$MPIRUN_FLAGS"; else echo ""; fi
 }
@@ -766,27 +772,23 @@ for host in "${hosts[@]}"; do
     run_case "$host libmpishim.so needs no libfabric" expect_no_fabric_needed readelf -d "$lib"
     proc=$hb/tests/proc
     run_case "$host deps_clean np2: nothing loaded, handlers as raw" expect_same_handlers \
-        bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                 "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+        bash -c "$raw_then_shim_np2" \
         _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
     run_case "$host crash singleton dies by SIGSEGV as raw" expect_same_crash \
         bash -c 'echo "== raw"; "$1"; echo "== rc $?"; echo "== shim";
                  "$2" --host "$3" --lib "$4" "$1"; echo "== rc $?"' _ "$proc/crash" "$build/mpishim" "$host" "$lib"
     run_case "$host crash np2 under mpirun reported as raw" expect_same_crash \
-        bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                 "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+        bash -c "$raw_then_shim_np2" \
         _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
 
     # The same with the UCX lane open: UCX must not add its own handlers
     # where the host has not loaded it (Open MPI), and keep the host's.
     if [ "${HAVE_UCX:-no}" = yes ]; then
         run_case "$host deps_clean np2 ucx lane: handlers as raw" expect_same_handlers \
-            env MPISHIM_FABRIC=ucx bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+            env MPISHIM_FABRIC=ucx bash -c "$raw_then_shim_np2" \
             _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
         run_case "$host crash np2 ucx lane reported as raw" expect_same_crash \
-            env MPISHIM_FABRIC=ucx bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                     "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+            env MPISHIM_FABRIC=ucx bash -c "$raw_then_shim_np2" \
             _ "$proc/crash" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
     fi
 
@@ -834,8 +836,7 @@ for host in "${hosts[@]}"; do
             done
         else
             run_case "$host deps_clean np2 shm lane: handlers as raw" expect_psm_stubbed \
-                env MPISHIM_FABRIC=shm bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                         "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+                env MPISHIM_FABRIC=shm bash -c "$raw_then_shim_np2" \
                 _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
             run_case "$host fabric shm: a rank killed by SIGKILL leaves nothing in /dev/shm" expect_killed_no_shm \
                 bash -c 'ls /dev/shm > "$1.before"; MPISHIM_FABRIC=shm MPISHIM_NUM_VCIS=4 "${@:2}";
@@ -846,8 +847,7 @@ for host in "${hosts[@]}"; do
             printf 'SKIP %-58s       %s\n' "$host deps_clean np2 tcp lane: PSM stand-ins" "this node has a PSM adapter"
         else
             run_case "$host deps_clean np2 tcp lane: PSM stand-ins, handlers as raw" expect_psm_stubbed \
-                env MPISHIM_FABRIC=tcp bash -c 'echo "== raw"; "${@:5}" -np 2 "$1"; echo "== rc $?"; echo "== shim";
-                         "$2" --host "$3" --lib "$4" "${@:5}" -np 2 "$1"; echo "== rc $?"' \
+                env MPISHIM_FABRIC=tcp bash -c "$raw_then_shim_np2" \
                 _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
         fi
         # tcp;ofi_rxm's own receive depth would give every VCI some 70 MB:
