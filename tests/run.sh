@@ -264,15 +264,16 @@ expect_same_handlers() {
     fi
 }
 
-# deps_clean with a libfabric lane open (MPISHIM_FABRIC=tcp): handlers as
-# raw, libfabric mapped, and of PSM only the shim's stand-ins (build/<host>/
-# psmstub/): the real libraries' constructors cost 0.2 s of start-up.
 # A job whose rank 0 was killed: it failed, and left no libfabric shm
 # region in /dev/shm.
 expect_killed_no_shm() {
     grep -q '^== rc [1-9]' "$2" || { echo "the job did not fail"; return; }
     ! grep -q '^== new: ' "$2" || echo "left in /dev/shm: $(sed -n 's/^== new: //p' "$2" | tr '\n' ' ')"
 }
+
+# deps_clean with a libfabric lane open (MPISHIM_FABRIC=tcp or shm): handlers as
+# raw, libfabric mapped, and of PSM only the shim's stand-ins (build/<host>/
+# psmstub/): the real libraries' constructors cost 0.2 s of start-up.
 expect_psm_stubbed() {
     [ "$1" -eq 0 ] || { echo "exit code $1"; return; }
     section shim "$2" | grep -q '^OK deps_clean' || { echo "no OK line in the shim run"; return; }
