@@ -14,8 +14,12 @@
 #include "sync/cache.h"
 #include "sync/queue.h"
 
-/* Empty polls before an owner yields the core. */
+/* Empty polls before an owner yields the core, while its yields give the
+ * core to another thread ... */
 #define MSH_YIELD_POLLS 8
+/* ... and up to 2^MSH_YIELD_BACKOFF times as many while they find nobody
+ * to give it to (see msh_yield_timed). */
+#define MSH_YIELD_BACKOFF 6
 
 /* A yield by a progress owner that kept it off its core this long: the
  * core went to a thread that runs until the kernel takes the core back (a
@@ -120,19 +124,74 @@ uint64_t msh_sync_hog_periods(void)
     return atomic_load_explicit(&hog.periods, memory_order_relaxed);
 }
 
+/* A waiting thread's yields. Where threads outnumber cores a yield hands
+ * the core to a thread that needs it (one this thread woke, the peer
+ * rank's); where every spinning thread has a core it is only a system call
+ * (1.3 us in the 2-core VM), and a message that arrives during it waits:
+ * yielding every MSH_YIELD_POLLS empty polls tripled a lane's ping-pong
+ * latency. So a thread yields less often (half as often per yield, down
+ * to 2^max_shift times fewer) while two things say nobody needs its core:
+ * the rank's spinning progress owners are no more than its share of the
+ * node's cores, and its last yield took little more than its fastest (it
+ * ran nobody: a thread outside MPI may want the core too). Either one
+ * false brings back the base rate: the timing alone is not enough, as the
+ * kernel may keep the yielder on its core while other spinners wait
+ * (Multirate, 4 threads per rank on 2 cores, collapsed on MPICH). */
+static MSH_TLS struct {
+    unsigned idle;   /* empty rounds since the last yield or completion */
+    unsigned shift;  /* yield every base << shift empty rounds */
+    double floor_us; /* fastest yield seen (0: none yet) */
+} yq;
+
+static struct {
+    _Alignas(MSH_CACHELINE) _Atomic int n; /* threads in an owner's polling loop */
+} spinning;
+static int cores_here = 1; /* the rank's share of the node's cores */
+
+static double yield_timed(unsigned max_shift)
+{
+    double t0 = msh_now_us();
+    sched_yield();
+    double took = msh_now_us() - t0;
+    if (yq.floor_us <= 0 || took < yq.floor_us)
+        yq.floor_us = took > 0 ? took : 1e-3;
+    if (took <= 1.5 * yq.floor_us + 0.5 &&
+        atomic_load_explicit(&spinning.n, memory_order_relaxed) <= cores_here) {
+        if (yq.shift < max_shift)
+            yq.shift++;
+    } else {
+        yq.shift = 0;
+    }
+    return took;
+}
+
+/* One empty round of a waiting loop: 1 when it is time to yield. */
+static inline int yield_due(unsigned base)
+{
+    if (++yq.idle < base << yq.shift)
+        return 0;
+    yq.idle = 0;
+    return 1;
+}
+
+/* A round that completed something: the count starts again. */
+static inline void yield_reset(void)
+{
+    yq.idle = 0;
+}
+
 /* An owner's yield, timed: a run of long ones starts hog mode. The counts
  * are a heuristic; a race between two owners costs one miscount. */
 static void owner_yield(void)
 {
     if (msh_cfg.hog_ms == 0) {
-        sched_yield();
+        yield_timed(MSH_YIELD_BACKOFF);
         return;
     }
     int64_t t0 = (int64_t)msh_now_us();
     if (hog_mode(t0))
         return;
-    sched_yield();
-    int64_t t1 = (int64_t)msh_now_us();
+    int64_t t1 = t0 + (int64_t)yield_timed(MSH_YIELD_BACKOFF);
     if (t1 - t0 < MSH_HOG_YIELD_US)
         return;
     if (t1 - atomic_load_explicit(&hog.window_start, memory_order_relaxed) > MSH_HOG_WINDOW_US) {
@@ -349,7 +408,7 @@ void msh_sync_wait(msh_sync *s, int needed)
         if (atomic_load_explicit(&s->done, memory_order_acquire) >= needed)
             return;
         if (take_ownership(d)) {
-            unsigned empty = 0;
+            atomic_fetch_add_explicit(&spinning.n, 1, memory_order_relaxed);
             while (atomic_load_explicit(&s->done, memory_order_acquire) < needed) {
                 /* A run of empty polls gives the core away: with more
                  * threads than cores, the threads this owner woke need it
@@ -357,12 +416,13 @@ void msh_sync_wait(msh_sync *s, int needed)
                  * the peer rank's threads may share the core. Not in hog
                  * mode (above). */
                 if (d->poll(d->poll_arg, s->dom, &misses) == 0) {
-                    if (++empty % MSH_YIELD_POLLS == 0)
+                    if (yield_due(MSH_YIELD_POLLS))
                         owner_yield();
                 } else {
-                    empty = 0;
+                    yield_reset();
                 }
             }
+            atomic_fetch_sub_explicit(&spinning.n, 1, memory_order_relaxed);
             release_ownership(d);
             return;
         }
@@ -500,6 +560,7 @@ int msh_progress_init(void)
         msh_cfg.progress == MSH_PROGRESS_VCI || (msh_cfg.progress == MSH_PROGRESS_COMBINE && !msh_tp_direct);
     if (msh_domains_init(msh_progress_per_vci ? msh_pool.n : 1, vci_poll) != 0)
         return -1;
+    cores_here = msh_topo_default_vcis(1 << 20);
     if (msh_progress_has_thread()) {
         /* The progress thread owns the one domain for good. */
         atomic_store(&msh_domain_at(0)->owned, 1);
