@@ -7,8 +7,8 @@
 # BENCH_LAT_SIZES, runs build/<host>/bench/latency (make -C bench latency
 # builds it; see bench/latency.c: T thread pairs bounce a message with
 # MPI_Send and MPI_Recv, each pair on a communicator of its own; half a
-# round trip in microseconds, the slowest pair's, median repetition) in
-# these configurations:
+# round trip in microseconds with the pairs going at once, median
+# repetition) in these configurations:
 #
 #   raw       mpirun -np 2 latency          (the host alone)
 #   shim      through build/mpishim, the defaults
@@ -166,8 +166,9 @@ bench_table() {
 
 header=$(
     echo "Ping-pong latency (bench/latency.c), 2 ranks, T thread pairs each on a communicator of its own;"
-    echo "half a round trip in microseconds (the slowest pair's, median repetition of each run), median of"
-    echo "$runs alternating runs per cell and configuration; xN/raw below 1 is faster than the host alone."
+    echo "half a round trip in microseconds with the T pairs going at once (a repetition ends with the last"
+    echo "pair; median repetition of each run), median of $runs alternating runs per cell and configuration;"
+    echo "xN/raw below 1 is faster than the host alone."
     bench_header full
     echo "configs: ${configs[*]}; T: $threads; sizes: $sizes${extra:+; latency options: $extra}"
     [ -z "$baseline" ] || echo "baseline = $baseline_of with the library of $baseline"
