@@ -16,9 +16,9 @@
 
 /* Empty polls before an owner yields the core, while its yields give the
  * core to another thread ... */
-#define MSH_YIELD_POLLS 8
+#define MSH_YIELD_POLLS 8u
 /* ... and up to 2^MSH_YIELD_BACKOFF times as many while they find nobody
- * to give it to (see msh_yield_timed). */
+ * to give it to (see yield_timed). */
 #define MSH_YIELD_BACKOFF 6
 
 /* A yield by a progress owner that kept it off its core this long: the
@@ -124,22 +124,20 @@ uint64_t msh_sync_hog_periods(void)
     return atomic_load_explicit(&hog.periods, memory_order_relaxed);
 }
 
-/* A waiting thread's yields. Where threads outnumber cores a yield hands
- * the core to a thread that needs it (one this thread woke, the peer
- * rank's); where every spinning thread has a core it is only a system call
- * (1.3 us in the 2-core VM), and a message that arrives during it waits:
- * yielding every MSH_YIELD_POLLS empty polls tripled a lane's ping-pong
- * latency. So a thread yields less often (half as often per yield, down
- * to 2^max_shift times fewer) while two things say nobody needs its core:
- * the rank's spinning progress owners are no more than its share of the
- * node's cores, and its last yield took little more than its fastest (it
- * ran nobody: a thread outside MPI may want the core too). Either one
- * false brings back the base rate: the timing alone is not enough, as the
- * kernel may keep the yielder on its core while other spinners wait
- * (Multirate, 4 threads per rank on 2 cores, collapsed on MPICH). */
+/* An owner's yields. Where threads outnumber cores a yield hands the core
+ * to a thread that needs it (one this owner woke, the peer rank's); where
+ * every spinning thread has a core it is only a system call, and a message
+ * that arrives meanwhile waits for it (docs/design.md has what that cost a
+ * lane's latency). So an owner yields half as often after each yield,
+ * down to 2^MSH_YIELD_BACKOFF times fewer, while two things say nobody
+ * needs its core: the rank's spinning owners are no more than its share of
+ * the node's cores, and the yield took little more than its fastest (it ran
+ * nobody: a thread outside MPI may want the core too). Either one false
+ * brings back the base rate. The timing alone is not enough: the kernel
+ * may keep a yielder on its core while other spinners wait. */
 static MSH_TLS struct {
-    unsigned idle;   /* empty rounds since the last yield or completion */
-    unsigned shift;  /* yield every base << shift empty rounds */
+    unsigned idle;   /* empty polls since the last yield or completion */
+    unsigned shift;  /* yield every MSH_YIELD_POLLS << shift empty polls */
     double floor_us; /* fastest yield seen (0: none yet) */
 } yq;
 
@@ -148,7 +146,7 @@ static struct {
 } spinning;
 static int cores_here = 1; /* the rank's share of the node's cores */
 
-static double yield_timed(unsigned max_shift)
+static double yield_timed(void)
 {
     double t0 = msh_now_us();
     sched_yield();
@@ -157,7 +155,7 @@ static double yield_timed(unsigned max_shift)
         yq.floor_us = took > 0 ? took : 1e-3;
     if (took <= 1.5 * yq.floor_us + 0.5 &&
         atomic_load_explicit(&spinning.n, memory_order_relaxed) <= cores_here) {
-        if (yq.shift < max_shift)
+        if (yq.shift < MSH_YIELD_BACKOFF)
             yq.shift++;
     } else {
         yq.shift = 0;
@@ -165,16 +163,16 @@ static double yield_timed(unsigned max_shift)
     return took;
 }
 
-/* One empty round of a waiting loop: 1 when it is time to yield. */
-static inline int yield_due(unsigned base)
+/* One empty poll of an owner: 1 when it is time to yield. */
+static inline int yield_due(void)
 {
-    if (++yq.idle < base << yq.shift)
+    if (++yq.idle < MSH_YIELD_POLLS << yq.shift)
         return 0;
     yq.idle = 0;
     return 1;
 }
 
-/* A round that completed something: the count starts again. */
+/* A poll that completed something: the count starts again. */
 static inline void yield_reset(void)
 {
     yq.idle = 0;
@@ -185,13 +183,13 @@ static inline void yield_reset(void)
 static void owner_yield(void)
 {
     if (msh_cfg.hog_ms == 0) {
-        yield_timed(MSH_YIELD_BACKOFF);
+        yield_timed();
         return;
     }
     int64_t t0 = (int64_t)msh_now_us();
     if (hog_mode(t0))
         return;
-    int64_t t1 = t0 + (int64_t)yield_timed(MSH_YIELD_BACKOFF);
+    int64_t t1 = t0 + (int64_t)yield_timed();
     if (t1 - t0 < MSH_HOG_YIELD_US)
         return;
     if (t1 - atomic_load_explicit(&hog.window_start, memory_order_relaxed) > MSH_HOG_WINDOW_US) {
@@ -416,7 +414,7 @@ void msh_sync_wait(msh_sync *s, int needed)
                  * the peer rank's threads may share the core. Not in hog
                  * mode (above). */
                 if (d->poll(d->poll_arg, s->dom, &misses) == 0) {
-                    if (yield_due(MSH_YIELD_POLLS))
+                    if (yield_due())
                         owner_yield();
                 } else {
                     yield_reset();
