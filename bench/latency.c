@@ -50,12 +50,12 @@ static void check(const unsigned char *b, const MPI_Status *st, int peer, int it
     int n = -1;
     MPI_Get_count(st, MPI_BYTE, &n);
     unsigned char want = (unsigned char)(it % 255 + 1);
-    if (n != bytes || st->MPI_SOURCE != peer || st->MPI_TAG != it % 32768 ||
+    if (n != bytes || st->MPI_SOURCE != peer || st->MPI_TAG != it % 32767 ||
         (bytes > 0 && (b[0] != want || b[bytes - 1] != want))) {
         pthread_mutex_lock(&fail_mtx);
         if (failures++ < 5)
             fprintf(stderr, "latency: rank %d: iteration %d: count %d source %d tag %d (want %d %d %d)\n", rank,
-                    it, n, st->MPI_SOURCE, st->MPI_TAG, bytes, peer, it % 32768);
+                    it, n, st->MPI_SOURCE, st->MPI_TAG, bytes, peer, it % 32767);
         pthread_mutex_unlock(&fail_mtx);
     }
 }
@@ -70,14 +70,14 @@ static void bounce(MPI_Comm c, unsigned char *b, int n)
         if (rank == 0) {
             if (bytes > 0)
                 b[0] = b[bytes - 1] = (unsigned char)(it % 255 + 1);
-            check_mpi(MPI_Send(b, bytes, MPI_BYTE, peer, it % 32768, c), "MPI_Send");
+            check_mpi(MPI_Send(b, bytes, MPI_BYTE, peer, it % 32767, c), "MPI_Send");
         }
         if (bytes > 0)
             b[0] = b[bytes - 1] = 0;
-        check_mpi(MPI_Recv(b, bytes, MPI_BYTE, peer, it % 32768, c, &st), "MPI_Recv");
+        check_mpi(MPI_Recv(b, bytes, MPI_BYTE, peer, it % 32767, c, &st), "MPI_Recv");
         check(b, &st, peer, it);
         if (rank == 1)
-            check_mpi(MPI_Send(b, bytes, MPI_BYTE, peer, it % 32768, c), "MPI_Send");
+            check_mpi(MPI_Send(b, bytes, MPI_BYTE, peer, it % 32767, c), "MPI_Send");
     }
 }
 
@@ -97,9 +97,9 @@ static void *pair(void *arg)
         n = (int)(REP_BUDGET_S / per) + 1;
     /* Rank 0's n for the pair, on the pair's communicator (a tag bounce() never uses). */
     if (rank == 0)
-        check_mpi(MPI_Send(&n, 1, MPI_INT, 1, 32768, comms[i]), "MPI_Send");
+        check_mpi(MPI_Send(&n, 1, MPI_INT, 1, 32767, comms[i]), "MPI_Send");
     else
-        check_mpi(MPI_Recv(&n, 1, MPI_INT, 0, 32768, comms[i], MPI_STATUS_IGNORE), "MPI_Recv");
+        check_mpi(MPI_Recv(&n, 1, MPI_INT, 0, 32767, comms[i], MPI_STATUS_IGNORE), "MPI_Recv");
     for (int r = 0; r < reps; r++) {
         pthread_barrier_wait(&bar);
         if (i == 0)
