@@ -124,8 +124,10 @@ static int pair_retire(msh_request *r, MPI_Request *handle, MPI_Status *status)
 
 static int pair_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
+    msh_spin sp = MSH_SPIN_ON(r->vci);
     while (!pair_progress(r, 1))
-        msh_idle();
+        msh_spin_idle(&sp);
+    msh_spin_end(&sp);
     return pair_retire(r, handle, status);
 }
 
@@ -214,8 +216,10 @@ static int post_engine(pair *p, const void *sendbuf, int sendcount, MPI_Datatype
     rc = msh_post_send(MSH_TP_SEND, 0, sendbuf, sendcount, sendtype, dest, sendtag, comm, &p->sq, NULL);
     if (rc != MPI_SUCCESS) {
         part_cancel(&p->rq);
+        msh_spin sp = MSH_SPIN_ON(0);
         for (int f = 0; !f && part_test(&p->rq, &f, MPI_STATUS_IGNORE) == MPI_SUCCESS;)
-            msh_idle();
+            msh_spin_idle(&sp);
+        msh_spin_end(&sp);
     }
     return rc;
 }

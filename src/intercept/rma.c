@@ -267,18 +267,20 @@ MSH_EXPORT int MPI_Win_wait(MPI_Win win)
         return PMPI_Win_wait(win);
     msh_win *e = split_win(win);
     int assisted = msh_assist_enter();
+    msh_spin sp = MSH_SPIN_ON(0);
     for (unsigned polls = 0;; polls++) {
         int flag = 0;
         MSH_PASS_ENTER();
         int rc = e ? msh_win_test(e, &flag) : PMPI_Win_test(win, &flag);
         MSH_PASS_EXIT();
         if (rc != MPI_SUCCESS || flag) {
+            msh_spin_end(&sp);
             msh_assist_exit(assisted);
             return rc;
         }
-        /* A short epoch ends within a few tests: yield only after that. */
+        /* A short epoch ends within a few tests: idle only after that. */
         if (polls >= WAIT_SPIN_POLLS)
-            msh_idle();
+            msh_spin_idle(&sp);
     }
 }
 

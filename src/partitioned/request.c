@@ -13,9 +13,11 @@
 static int part_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     (void)handle; /* persistent: the handle stays */
+    msh_spin sp = MSH_SPIN_ON(r->vci);
     for (unsigned polls = 0; !msh_part_progress(r, 1); polls++)
         if (polls >= MSH_PART_SPIN_POLLS)
-            msh_idle();
+            msh_spin_idle(&sp);
+    msh_spin_end(&sp);
     return msh_part_retire(r, status);
 }
 

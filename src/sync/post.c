@@ -250,21 +250,17 @@ int msh_host_probe(int source, int tag, MPI_Comm c, MPI_Message *message, MPI_St
 {
     if (MSH_LIKELY(!msh_sweep_wanted()))
         return message ? PMPI_Mprobe(source, tag, c, message, status) : PMPI_Probe(source, tag, c, status);
+    msh_spin sp = MSH_SPIN_ON(0);
     for (;;) {
         int flag = 0;
         int rc = message ? PMPI_Improbe(source, tag, c, &flag, message, status)
                          : PMPI_Iprobe(source, tag, c, &flag, status);
-        if (rc != MPI_SUCCESS || flag)
+        if (rc != MPI_SUCCESS || flag) {
+            msh_spin_end(&sp);
             return rc;
-        msh_idle();
+        }
+        msh_spin_idle(&sp);
     }
-}
-
-/* Give progress a chance while a blocking probe spins. */
-static void probe_backoff(msh_vci *v)
-{
-    if (msh_progress_try(v->idx) == 0)
-        sched_yield();
 }
 
 int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message, MPI_Status *status)
@@ -278,6 +274,7 @@ int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *messag
         msh_solo_exit();
         return rc;
     }
+    msh_spin sp = MSH_SPIN_ON(rt.vci->idx);
     for (;;) {
         int f = 0;
         if (MSH_UNLIKELY(msh_queue_on))
@@ -286,12 +283,14 @@ int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *messag
         rc = msh_tp_probe(rt.vci->tp, source, tag, rt.comm, &f, message, status);
         int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
         msh_vci_unlock(rt.vci);
+        if (raise || flag || rc != MPI_SUCCESS || f)
+            msh_spin_end(&sp);
         if (raise)
             return msh_comm_error(comm, rc);
         if (flag && rc == MPI_SUCCESS)
             *flag = f;
         if (flag || rc != MPI_SUCCESS || f)
             return rc; /* the status as the host's probe left it, MPI_ERROR too */
-        probe_backoff(rt.vci);
+        msh_spin_idle(&sp);
     }
 }

@@ -109,6 +109,11 @@ int msh_progress_poll(msh_vci *v, int blocking)
 
 /* ------------------------------------------------------------ yielding */
 
+static inline int poll_hook(void)
+{
+    return msh_sweep_wanted() ? msh_upper.sweep() : 0;
+}
+
 static inline int hog_mode(int64_t now)
 {
     return now < atomic_load_explicit(&hog.until, memory_order_relaxed);
@@ -178,6 +183,30 @@ static inline void yield_reset(void)
     yq.idle = 0;
 }
 
+void msh_spin_idle(msh_spin *s)
+{
+    if (!s->counted) {
+        s->counted = 1;
+        atomic_fetch_add_explicit(&spinning.n, 1, memory_order_relaxed);
+    }
+    if (poll_hook() > 0 || (msh_on() && msh_progress_try(s->vci) > 0)) {
+        yield_reset();
+        return;
+    }
+    /* A round costs more than an owner's poll: the base is every round. */
+    if (++yq.idle >= 1u << yq.shift) {
+        yq.idle = 0;
+        yield_timed();
+    }
+}
+
+void msh_spin_end(msh_spin *s)
+{
+    if (s->counted)
+        atomic_fetch_sub_explicit(&spinning.n, 1, memory_order_relaxed);
+    s->counted = 0;
+}
+
 /* An owner's yield, timed: a run of long ones starts hog mode. The counts
  * are a heuristic; a race between two owners costs one miscount. */
 static void owner_yield(void)
@@ -204,11 +233,6 @@ static void owner_yield(void)
             msh_log("a thread outside MPI keeps a core (a yield took %.1f ms): waits stop yielding for %d ms at a time "
                     "(MPISHIM_HOG_MS)", (double)(t1 - t0) / 1000, msh_cfg.hog_ms);
     }
-}
-
-static inline int poll_hook(void)
-{
-    return msh_sweep_wanted() ? msh_upper.sweep() : 0;
 }
 
 /* One pass over every VCI. */

@@ -14,12 +14,28 @@ void msh_progress_fini(void);  /* stops the progress thread, if any */
 /* Hog mode: a thread outside MPI keeps taking the core this rank's
  * threads yield (progress.c). While it lasts, progress owners do not yield
  * and adaptive waiters do not spin. The loops that test without a sync
- * object (msh_idle, blocking probes) still yield: without it, one that
- * takes and drops a lock in a tight loop could keep a thread on another
- * core from ever getting that lock. */
+ * object (msh_spin) still yield: without it, one that takes and drops a
+ * lock in a tight loop could keep a thread on another core from ever
+ * getting that lock. */
 int msh_sync_hogged(void);
 /* Times hog mode began (MPISHIM_STATS). */
 uint64_t msh_sync_hog_periods(void);
+
+/* A wait that tests in a loop, without a sync object (blocking probes,
+ * MPI_Isendrecv pairs, partitioned requests, host requests the host must
+ * not block on): msh_spin_idle after each test that found nothing, then
+ * msh_spin_end. A round advances partitioned receives still waiting for
+ * their header (msh_sweep_wanted) or progresses vci's domain, and gives
+ * the core away by a progress owner's rule: every round while the rank's
+ * spinning threads outnumber its cores, less often while the yields find
+ * nobody to run. From its first round the waiter counts as spinning. */
+typedef struct msh_spin {
+    int vci;     /* whose domain a round progresses */
+    int counted; /* among the spinning threads */
+} msh_spin;
+#define MSH_SPIN_ON(vci) { (vci), 0 }
+void msh_spin_idle(msh_spin *s);
+void msh_spin_end(msh_spin *s);
 
 /* Wait until s has counted `needed` completions, progressing or waiting as
  * the policies say. */

@@ -310,24 +310,19 @@ int msh_req_cancel(msh_request *r)
 
 /* ------------------------------------------------------------ waiting */
 
-void msh_idle(void)
-{
-    if (msh_sweep_wanted() && msh_upper.sweep() > 0)
-        return;
-    if (!msh_on() || msh_progress_try(0) == 0)
-        sched_yield();
-}
-
 int msh_host_wait(MPI_Request *req, MPI_Status *status)
 {
+    msh_spin sp = MSH_SPIN_ON(0);
     for (;;) {
         int f = 0;
         int locked = msh_host_enter();
         int rc = PMPI_Test(req, &f, status);
         msh_host_exit(locked);
-        if (rc != MPI_SUCCESS || f)
+        if (rc != MPI_SUCCESS || f) {
+            msh_spin_end(&sp);
             return rc;
-        msh_idle();
+        }
+        msh_spin_idle(&sp);
     }
 }
 
@@ -386,6 +381,7 @@ static inline int state_of(msh_request *r)
 /* No memory for the bookkeeping of wait_shim: poll instead. */
 static void poll_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
 {
+    msh_spin sp = MSH_SPIN_ON(0);
     for (;;) {
         int done = 0, pend = 0;
         for (int i = 0; i < n; i++) {
@@ -395,9 +391,11 @@ static void poll_shim(int n, MPI_Request reqs[], msh_complete_mode mode)
             else if (r && msh_req_done(r))
                 done++;
         }
-        if (pend == 0 || (mode != MSH_COMPLETE_ALL && done))
+        if (pend == 0 || (mode != MSH_COMPLETE_ALL && done)) {
+            msh_spin_end(&sp);
             return;
-        msh_idle();
+        }
+        msh_spin_idle(&sp);
     }
 }
 
@@ -555,19 +553,21 @@ static int complete_host_only(int n, MPI_Request reqs[], const msh_completion *c
     int solo = msh_on() && msh_solo_enter();
     /* Block in the host only when nothing else needs this thread. */
     int block = c->blocking && !msh_pool.serialized && !msh_sweep_wanted();
+    msh_spin sp = MSH_SPIN_ON(0);
     for (;;) {
         int f = 0;
         int locked = msh_host_enter();
         int rc = host_call(n, reqs, c, block, &f);
         msh_host_exit(locked);
         if (rc != MPI_SUCCESS || f || !c->blocking) {
+            msh_spin_end(&sp);
             if (c->flag)
                 *c->flag = f;
             if (solo)
                 msh_solo_exit();
             return rc;
         }
-        msh_idle();
+        msh_spin_idle(&sp);
     }
 }
 
@@ -703,12 +703,8 @@ static int mode_met(const host_part *h, msh_complete_mode mode, const shim_tally
     return t->done > 0 || h->some > 0 || (h->idle && t->pending == 0);
 }
 
-/* Returns whether the mode was met; h->rc holds the host's result (a
- * failed host call ends the loop unmet). */
-static int wait_mixed(int n, MPI_Request reqs[], const msh_completion *c, const census *cs, host_part *h)
+static int wait_mixed_loop(int n, MPI_Request reqs[], const msh_completion *c, host_part *h, msh_spin *sp)
 {
-    if (cs->nshim_pending && !c->blocking && msh_on()) /* partitioned requests exist without the runtime */
-        msh_progress_try(cs->first_pending_vci);
     for (;;) {
         shim_tally t;
         tally_shim(n, reqs, &t);
@@ -726,8 +722,20 @@ static int wait_mixed(int n, MPI_Request reqs[], const msh_completion *c, const 
         if (h->n == 0 && t.polled_pending == 0)
             wait_shim(n, reqs, c->mode);
         else
-            msh_idle();
+            msh_spin_idle(sp);
     }
+}
+
+/* Returns whether the mode was met; h->rc holds the host's result (a
+ * failed host call ends the loop unmet). */
+static int wait_mixed(int n, MPI_Request reqs[], const msh_completion *c, const census *cs, host_part *h)
+{
+    if (cs->nshim_pending && !c->blocking && msh_on()) /* partitioned requests exist without the runtime */
+        msh_progress_try(cs->first_pending_vci);
+    msh_spin sp = MSH_SPIN_ON(cs->first_pending_vci);
+    int met = wait_mixed_loop(n, reqs, c, h, &sp);
+    msh_spin_end(&sp);
+    return met;
 }
 
 /* Step 6: retire per mode. MPI_ERROR fields are written only when the

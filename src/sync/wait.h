@@ -182,13 +182,8 @@ int msh_req_cancel(msh_request *r);
 
 /* ------------------------------------------------------------ waiting */
 
-/* One round of waiting that does not block in the host: advance
- * partitioned receives still waiting for their header (msh_sweep_wanted),
- * poll the runtime's progress, or give the core away. */
-void msh_idle(void);
-
 /* Wait for a host request by testing it (under the host lock when the host
- * is serialized) and idling between tests. For forwarded blocking calls
+ * is serialized) and idling between tests (msh_spin). For forwarded blocking calls
  * while msh_sweep_wanted(): the host must not block then. */
 int msh_host_wait(MPI_Request *req, MPI_Status *status);
 
