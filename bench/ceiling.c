@@ -10,6 +10,7 @@
  *   mpirun -np 2 ceiling -b ucx -t T [-s S] [-w W] [-d SECONDS | -i WINDOWS] [-q]
  *   mpirun -np 2 ceiling -b shm -t T ...        (libfabric provider shm)
  *   mpirun -np 2 ceiling -b 'tcp;ofi_rxm' ...   (any libfabric provider)
+ *   mpirun -np 2 ceiling -b ucx -w 1 -p ...     (a ping-pong: the latency ceiling)
  *
  * MPI only starts the processes, exchanges the endpoint addresses, times
  * the start (a barrier) and gathers the counts; the main thread makes
@@ -21,6 +22,8 @@
  * for all, checks the first and last byte of each message and its length,
  * posts the next window, then sends the ack (0 bytes; 1 byte = stop); the
  * sender posts W sends, waits for their completions, waits for the ack.
+ * With -p the ack carries S bytes too (one more to stop), so that -w 1 is
+ * a ping-pong of S bytes each way, what bench/latency.c times through MPI.
  * The result line has multirate's format (mode=ceiling-<backend>), so
  * run_multirate.sh reads it the same way.
  */
@@ -72,8 +75,14 @@ static struct {
     int threads, size, window;
     long iters;
     double seconds;
-    int quiet;
-} opt = { "ucx", 1, 8, 128, 100, 0, 0 };
+    int quiet, pong;
+} opt = { "ucx", 1, 8, 128, 100, 0, 0, 0 };
+
+/* Bytes of an ack that goes on (one more: stop). */
+static size_t ack_len(void)
+{
+    return opt.pong ? (size_t)opt.size : 0;
+}
 
 static int is_sender;
 static pthread_barrier_t gate;
@@ -85,7 +94,7 @@ typedef struct {
     int id;
     long windows, mismatches;
     pthread_t thread;
-    unsigned char *buf;
+    unsigned char *buf, *ack; /* W slots of S bytes; the ack's ack_len() + 1 */
     size_t *lens; /* received lengths, per slot */
     int done[2];  /* completions of sends [0] and receives [1] not yet waited for */
 #ifdef HAVE_UCX
@@ -296,17 +305,15 @@ static void ucx_wait(ent_t *e, int dir, int n)
 
 static void ucx_send_ack(ent_t *e, int stop)
 {
-    static const char one = 1;
-    ucx_send(e, &one, (size_t)stop, TAG_ACK);
+    ucx_send(e, e->ack, ack_len() + (size_t)stop, TAG_ACK);
     ucx_wait(e, 0, 1);
 }
 
 static int ucx_recv_ack(ent_t *e)
 {
-    char c;
-    ucx_recv(e, &c, 1, TAG_ACK, opt.window);
+    ucx_recv(e, e->ack, ack_len() + 1, TAG_ACK, opt.window);
     ucx_wait(e, 1, 1);
-    return e->lens[opt.window] == 1;
+    return e->lens[opt.window] == ack_len() + 1;
 }
 
 static void ucx_teardown(ent_t *e, int n)
@@ -456,17 +463,15 @@ static void fab_post_sends(ent_t *e, int n, size_t len)
 
 static void fab_send_ack(ent_t *e, int stop)
 {
-    static const char one = 1;
-    fab_send(e, &one, (size_t)stop, TAG_ACK, opt.window);
+    fab_send(e, e->ack, ack_len() + (size_t)stop, TAG_ACK, opt.window);
     fab_wait(e, 0, 1);
 }
 
 static int fab_recv_ack(ent_t *e)
 {
-    char c;
-    fab_recv(e, &c, 1, TAG_ACK, opt.window);
+    fab_recv(e, e->ack, ack_len() + 1, TAG_ACK, opt.window);
     fab_wait(e, 1, 1);
-    return e->lens[opt.window] == 1;
+    return e->lens[opt.window] == ack_len() + 1;
 }
 
 static void fab_teardown(ent_t *e, int n)
@@ -511,6 +516,7 @@ static void *sender(void *arg)
         be->post_sends(e, opt.window, S);
         be->wait(e, 0, opt.window);
         int stop = be->recv_ack(e);
+        e->mismatches += e->lens[opt.window] != ack_len() && e->lens[opt.window] != ack_len() + 1;
         if (win >= WARMUP_WINDOWS)
             e->windows++;
         if (stop)
@@ -551,10 +557,11 @@ static void *receiver(void *arg)
 static void usage(FILE *f)
 {
     fprintf(f, "usage: mpirun -np 2 ceiling [-b ucx|shm|tcp;ofi_rxm|PROVIDER] [-t T] [-s BYTES] [-w WINDOW]\n"
-               "                            [-d SECONDS | -i WINDOWS] [-q] [-c] [-o]\n"
+               "                            [-d SECONDS | -i WINDOWS] [-p] [-q] [-c] [-o]\n"
                "  T threads per process, each on an endpoint of its own (a UCX worker, or a\n"
                "  libfabric endpoint in a domain of its own); thread i of rank 2k streams windows\n"
                "  of tagged messages to thread i of rank 2k+1. No MPI call while timed.\n"
+               "  -p: each window's ack carries BYTES too (-w 1 -p: a ping-pong).\n"
                "  -c, -o: accepted for multirate's command lines; no effect.\n");
 }
 
@@ -562,7 +569,7 @@ static int parse(int argc, char **argv)
 {
     int c;
     char *end;
-    while ((c = getopt(argc, argv, "b:t:s:w:d:i:qcoh")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:s:w:d:i:pqcoh")) != -1) {
         switch (c) {
         case 'b': opt.backend = optarg; break;
         case 't': opt.threads = (int)strtol(optarg, &end, 10); if (*end || opt.threads < 1 || opt.threads > MAX_THREADS) return -1; break;
@@ -570,6 +577,7 @@ static int parse(int argc, char **argv)
         case 'w': opt.window = (int)strtol(optarg, &end, 10); if (*end || opt.window < 1 || opt.window > 100000) return -1; break;
         case 'd': opt.seconds = strtod(optarg, &end); if (*end || opt.seconds <= 0) return -1; break;
         case 'i': opt.iters = strtol(optarg, &end, 10); if (*end || opt.iters < 1) return -1; break;
+        case 'p': opt.pong = 1; break;
         case 'q': opt.quiet = 1; break;
         case 'c': case 'o': break;
         case 'h': return 1;
@@ -619,7 +627,8 @@ int main(int argc, char **argv)
         e[i].id = i;
         e[i].buf = calloc((size_t)opt.window, (size_t)opt.size > 0 ? (size_t)opt.size : 1);
         e[i].lens = calloc((size_t)opt.window + 1, sizeof *e[i].lens);
-        if (!e[i].buf || !e[i].lens)
+        e[i].ack = calloc(ack_len() + 1, 1);
+        if (!e[i].buf || !e[i].lens || !e[i].ack)
             fail("out of memory");
     }
     pthread_barrier_init(&gate, NULL, (unsigned)T + 1);
@@ -645,6 +654,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < T; i++) {
         free(e[i].buf);
         free(e[i].lens);
+        free(e[i].ack);
     }
     free(e);
 
@@ -660,8 +670,12 @@ int main(int argc, char **argv)
             printf("# ceiling: %s, %d thread%s per process, each on its own endpoint; no MPI while timed\n",
                    opt.backend, T, T == 1 ? "" : "s");
         printf("multirate mode=ceiling-%s T=%d size=%d window=%d comm=own overtaking=0 msgs=%ld seconds=%.6f "
-               "mmsgs_per_s=%.6f ranks=%d threads_per_rank=%d cores=%ld mismatches=%ld\n",
+               "mmsgs_per_s=%.6f ranks=%d threads_per_rank=%d cores=%ld mismatches=%ld",
                opt.backend, T, opt.size, opt.window, msgs, seconds, rate, nranks, T, cpus, total_mism);
+        /* A ping-pong: each thread's round trips are its windows. */
+        if (opt.window == 1 && opt.pong && msgs > 0)
+            printf(" half_rtt_us=%.3f", seconds * 1e6 / ((double)msgs / T) / 2);
+        printf("\n");
         if (total_mism)
             fprintf(stderr, "ceiling: ERROR: %ld mismatches (payload bytes or lengths)\n", total_mism);
         fflush(stdout);

@@ -17,6 +17,13 @@
 #             a libfabric shared-memory endpoint per pair
 #   tcp       MPISHIM_FABRIC=tcp, likewise (tcp;ofi_rxm: for nodes apart; on
 #             one node it goes through the loopback interface)
+#   ceiling-ucx, ceiling-shm, ceiling-tcp
+#             mpirun -np 2 ceiling -b ucx|shm|'tcp;ofi_rxm' -t T -w 1 -p: the
+#             same ping-pong on T UCX workers or libfabric endpoints per
+#             process, no MPI while timed (bench/ceiling.c): what a lane on
+#             that library could reach at best. Its receives are posted
+#             before the message comes; latency.c's MPI_Recv often comes
+#             after it.
 #   baseline  BENCH_BASELINE_OF (default shim) with the library of another
 #             build folder, BENCH_BASELINE (only then): before/after a
 #             change in one run
@@ -68,7 +75,9 @@ for s in $sizes; do
 done
 if [ -z "${threads// /}" ] || [ -z "${sizes// /}" ]; then die "BENCH_LAT_THREADS and BENCH_LAT_SIZES must not be empty"; fi
 for c in "${configs[@]}"; do
-    case $c in raw|shim|ucx|shm|tcp|baseline) ;; *) die "unknown configuration '$c' (raw shim ucx shm tcp baseline)" ;; esac
+    case $c in raw|shim|ucx|shm|tcp|ceiling-ucx|ceiling-shm|ceiling-tcp|baseline) ;;
+        *) die "unknown configuration '$c' (raw shim ucx shm tcp ceiling-ucx ceiling-shm ceiling-tcp baseline)" ;;
+    esac
 done
 case $baseline_of in shim|ucx|shm|tcp) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim, ucx, shm or tcp" ;; esac
 if [ -n "$baseline" ]; then
@@ -105,6 +114,10 @@ bench_run() {
     esac
     if [ "$as" = raw ]; then
         cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog")
+    elif [ "${as#ceiling-}" != "$as" ]; then
+        local b=${as#ceiling-}
+        [ "$b" = tcp ] && b='tcp;ofi_rxm'
+        cmd=("$MPIRUN" "${flags[@]}" -np 2 "$build/$host/bench/ceiling" -b "$b" -w 1 -p -q -d 1)
     else
         cmd=(env "${envs[@]}" "$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" "${flags[@]}" -np 2 "$prog")
     fi
@@ -115,7 +128,15 @@ bench_run() {
     rc=$?
     line=$(grep -m 1 '^latency shim=' <<< "$out")
     val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< " $line"; }
-    if [ $rc -eq 3 ]; then
+    if [ "${as#ceiling-}" != "$as" ]; then
+        # No shim, and its own result line: a mismatch or a missing figure fails.
+        line=$(grep -m 1 '^multirate mode=ceiling-' <<< "$out")
+        if [ $rc -ne 0 ] || [ -z "$(val half_rtt_us)" ]; then
+            why="exit $rc${line:+, $line}"
+        elif [ "$(val mismatches)" != 0 ]; then
+            why="$(val mismatches) message(s) not as sent"
+        fi
+    elif [ $rc -eq 3 ]; then
         why="$(val failures) message(s) not as sent"
     elif [ $rc -ne 0 ] || [ -z "$line" ] || [ "$(val shim)" != "$want" ]; then
         why=$(bench_why "$rc" "$line" "$want")
@@ -139,10 +160,12 @@ bench_table() {
     { key = $2 SUBSEP $3 SUBSEP $4; if (isnum($6)) { n[key]++; v[key, n[key]] = $6 + 0 } else bad[key]++ }
     END {
         nc = split(cfgs, C, " "); nr = split(order, R, ";")
+        # Columns as wide as their names (the ceilings are longer).
+        for (j = 1; j <= nc; j++) { W[j] = length(C[j]) > 8 ? length(C[j]) : 8; Q[j] = length(C[j]) + 4 > 9 ? length(C[j]) + 4 : 9 }
         printf "%3s %6s |", "T", "size"
-        for (j = 1; j <= nc; j++) printf " %9s", C[j]
+        for (j = 1; j <= nc; j++) printf " %*s", W[j] + 1, C[j]
         printf " |"
-        for (j = 1; j <= nc; j++) if (C[j] != "raw") printf " %9s", C[j] "/raw"
+        for (j = 1; j <= nc; j++) if (C[j] != "raw") printf " %*s", Q[j], C[j] "/raw"
         printf "\n"
         for (i = 1; i <= nr; i++) {
             if (R[i] == "") continue
@@ -151,12 +174,12 @@ bench_table() {
             r = med(c[1] SUBSEP c[2] SUBSEP "raw")
             for (j = 1; j <= nc; j++) {
                 m = med(c[1] SUBSEP c[2] SUBSEP C[j])
-                printf " %8s%s", m == "" ? "-" : sprintf("%.3f", m), bad[c[1] SUBSEP c[2] SUBSEP C[j]] ? "*" : " "
+                printf " %*s%s", W[j], m == "" ? "-" : sprintf("%.3f", m), bad[c[1] SUBSEP c[2] SUBSEP C[j]] ? "*" : " "
             }
             printf " |"
             for (j = 1; j <= nc; j++) if (C[j] != "raw") {
                 m = med(c[1] SUBSEP c[2] SUBSEP C[j])
-                printf " %9s", (m == "" || r == "" || r <= 0) ? "-" : sprintf("%.2fx", m / r)
+                printf " %*s", Q[j], (m == "" || r == "" || r <= 0) ? "-" : sprintf("%.2fx", m / r)
             }
             printf "\n"
         }
