@@ -1,7 +1,7 @@
 /*
  * latency.c - ping-pong latency between two ranks, T thread pairs at once.
  *
- *   mpirun -np 2 latency [-t T] [-s bytes] [-n iters] [-r reps] [-q]
+ *   mpirun -np 2 latency [-t T] [-s bytes] [-n iters] [-r reps] [-p] [-q]
  *
  * Thread i of rank 0 and thread i of rank 1 bounce one message of `bytes`
  * bytes n times (MPI_Send then MPI_Recv on rank 0, the reverse on rank 1),
@@ -18,10 +18,12 @@
  * microseconds. Every received message is checked: its length
  * (MPI_Get_count), its source and tag, and its first and last byte, which
  * carry the iteration (zeroed before each receive); a mismatch exits 3
- * after the result line.
+ * after the result line. With -p a blocking MPI_Probe for the message
+ * comes before each MPI_Recv (the probe's status is checked too): a probe
+ * waits by testing, a receive on a sync object.
  *
  * One result line on rank 0:
- *   latency shim=0|1 threads=T bytes=S iters=N reps=R half_rtt_us=X failures=F
+ *   latency shim=0|1 threads=T bytes=S iters=N reps=R probe=0|1 half_rtt_us=X failures=F
  * (iters as asked; n may be fewer, see above).
  */
 #include <mpi.h>
@@ -36,7 +38,7 @@
 #define BENCH_PROG "latency"
 #include "common.h"
 
-static int nthreads = 1, bytes = 8, iters = 10000, reps = 7;
+static int nthreads = 1, bytes = 8, iters = 10000, reps = 7, probe;
 static MPI_Comm *comms;
 static pthread_barrier_t bar;
 static double *times; /* per repetition: seconds per half round trip, all pairs at once */
@@ -45,13 +47,14 @@ static double *pair_half; /* per pair: its warm-up's seconds per round trip */
 static int failures;  /* updated under fail_mtx */
 static pthread_mutex_t fail_mtx = PTHREAD_MUTEX_INITIALIZER;
 
-static void check(const unsigned char *b, const MPI_Status *st, int peer, int it)
+/* A received message's status and, with data set, its marks. */
+static void check(const unsigned char *b, const MPI_Status *st, int peer, int it, int data)
 {
     int n = -1;
     MPI_Get_count(st, MPI_BYTE, &n);
     unsigned char want = (unsigned char)(it % 255 + 1);
     if (n != bytes || st->MPI_SOURCE != peer || st->MPI_TAG != it % 32767 ||
-        (bytes > 0 && (b[0] != want || b[bytes - 1] != want))) {
+        (data && (b[0] != want || b[bytes - 1] != want))) {
         pthread_mutex_lock(&fail_mtx);
         if (failures++ < 5)
             fprintf(stderr, "latency: rank %d: iteration %d: count %d source %d tag %d (want %d %d %d)\n", rank,
@@ -74,8 +77,12 @@ static void bounce(MPI_Comm c, unsigned char *b, int n)
         }
         if (bytes > 0)
             b[0] = b[bytes - 1] = 0;
+        if (probe) {
+            check_mpi(MPI_Probe(peer, it % 32767, c, &st), "MPI_Probe");
+            check(b, &st, peer, it, 0);
+        }
         check_mpi(MPI_Recv(b, bytes, MPI_BYTE, peer, it % 32767, c, &st), "MPI_Recv");
-        check(b, &st, peer, it);
+        check(b, &st, peer, it, bytes > 0);
         if (rank == 1)
             check_mpi(MPI_Send(b, bytes, MPI_BYTE, peer, it % 32767, c), "MPI_Send");
     }
@@ -135,15 +142,16 @@ static int posint(const char *s, int lo)
 int main(int argc, char **argv)
 {
     int opt;
-    while ((opt = getopt(argc, argv, "t:s:n:r:q")) != -1) {
+    while ((opt = getopt(argc, argv, "t:s:n:r:pq")) != -1) {
         switch (opt) {
         case 't': nthreads = posint(optarg, 1); break;
         case 's': bytes = posint(optarg, 0); break;
         case 'n': iters = posint(optarg, 1); break;
         case 'r': reps = posint(optarg, 1); break;
+        case 'p': probe = 1; break;
         case 'q': break; /* accepted for the run scripts' sake: the output is one line anyway */
         default:
-            fprintf(stderr, "usage: latency [-t threads] [-s bytes] [-n iters] [-r reps] [-q]\n");
+            fprintf(stderr, "usage: latency [-t threads] [-s bytes] [-n iters] [-r reps] [-p] [-q]\n");
             return 2;
         }
     }
@@ -173,8 +181,8 @@ int main(int argc, char **argv)
     check_mpi(MPI_Reduce(&failures, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
     qsort(times, (size_t)reps, sizeof *times, cmp);
     if (rank == 0)
-        printf("latency shim=%d threads=%d bytes=%d iters=%d reps=%d half_rtt_us=%.3f failures=%d\n", shim_active(),
-               nthreads, bytes, iters, reps, times[reps / 2] * 1e6, all);
+        printf("latency shim=%d threads=%d bytes=%d iters=%d reps=%d probe=%d half_rtt_us=%.3f failures=%d\n",
+               shim_active(), nthreads, bytes, iters, reps, probe, times[reps / 2] * 1e6, all);
     for (int i = 0; i < nthreads; i++)
         MPI_Comm_free(&comms[i]);
     MPI_Finalize();

@@ -46,7 +46,8 @@
 #   BENCH_LAT_SIZES    message sizes in bytes               (default "8 4096")
 #   BENCH_CONFIGS      comma list of configurations (default raw,shim,ucx,shm)
 #   BENCH_RUNS         rounds                               (default 5)
-#   BENCH_ARGS         more latency options, e.g. "-n 50000"   (default none)
+#   BENCH_ARGS         more latency options (not the ceilings'), e.g. "-n 50000",
+#                      or "-p": a blocking MPI_Probe before each receive (default none)
 #   BENCH_TIMEOUT      seconds before a run is killed, NaN  (default 30;
 #                      Open MPI 4.1 raw with 2 pairs on 2 cores sometimes hangs)
 #   BENCH_RESULTS      output folder                 (default bench/results)
@@ -117,11 +118,11 @@ bench_run() {
     elif [ "${as#ceiling-}" != "$as" ]; then
         local b=${as#ceiling-}
         [ "$b" = tcp ] && b='tcp;ofi_rxm'
-        cmd=("$MPIRUN" "${flags[@]}" -np 2 "$build/$host/bench/ceiling" -b "$b" -w 1 -p -q -d 1)
+        cmd=("$MPIRUN" "${flags[@]}" -np 2 "$build/$host/bench/ceiling" -b "$b" -w 1 -p -q -d 1 -t "$t" -s "$size")
     else
         cmd=(env "${envs[@]}" "$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" "${flags[@]}" -np 2 "$prog")
     fi
-    cmd+=(-t "$t" -s "$size" "${more[@]}")
+    [ "${as#ceiling-}" != "$as" ] || cmd+=(-t "$t" -s "$size" "${more[@]}")
     local out rc line why="" want=1 log=$results/logs/latency-$host-T$t-$size-$cfg-run$round.log
     [ "$as" = raw ] && want=0
     out=$(timeout -k 10 "$tmo" "${cmd[@]}" 2>&1)
