@@ -207,6 +207,11 @@ void msh_spin_end(msh_spin *s)
     s->counted = 0;
 }
 
+int msh_progress_spinners(void)
+{
+    return atomic_load_explicit(&spinning.n, memory_order_relaxed);
+}
+
 /* An owner's yield, timed: a run of long ones starts hog mode. The counts
  * are a heuristic; a race between two owners costs one miscount. */
 static void owner_yield(void)

@@ -36,6 +36,9 @@ typedef struct msh_spin {
 #define MSH_SPIN_ON(vci) { (vci), 0 }
 void msh_spin_idle(msh_spin *s);
 void msh_spin_end(msh_spin *s);
+/* Threads now in a progress owner's loop or between a msh_spin wait's
+ * first round and its end (tests/unit/test_spin.c). */
+int msh_progress_spinners(void);
 
 /* Wait until s has counted `needed` completions, progressing or waiting as
  * the policies say. */
