@@ -2,7 +2,6 @@
 #include "sync/post.h"
 
 #include <limits.h>
-#include <sched.h>
 
 #include "sync/queue.h"
 #include "sync/solo.h"
@@ -275,22 +274,23 @@ int msh_probe(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *messag
         return rc;
     }
     msh_spin sp = MSH_SPIN_ON(rt.vci->idx);
+    int f, raise;
     for (;;) {
-        int f = 0;
+        f = 0;
         if (MSH_UNLIKELY(msh_queue_on))
             msh_queue_drain_all(); /* see what the queued sends would have sent */
         msh_vci_lock(rt.vci);
         rc = msh_tp_probe(rt.vci->tp, source, tag, rt.comm, &f, message, status);
-        int raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
+        raise = rc != MPI_SUCCESS && msh_tp_take_unraised(rt.vci->tp);
         msh_vci_unlock(rt.vci);
-        if (raise || flag || rc != MPI_SUCCESS || f)
-            msh_spin_end(&sp);
-        if (raise)
-            return msh_comm_error(comm, rc);
-        if (flag && rc == MPI_SUCCESS)
-            *flag = f;
         if (flag || rc != MPI_SUCCESS || f)
-            return rc; /* the status as the host's probe left it, MPI_ERROR too */
+            break;
         msh_spin_idle(&sp);
     }
+    msh_spin_end(&sp);
+    if (raise)
+        return msh_comm_error(comm, rc);
+    if (flag && rc == MPI_SUCCESS)
+        *flag = f;
+    return rc; /* the status as the host's probe left it, MPI_ERROR too */
 }

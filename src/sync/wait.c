@@ -1,7 +1,6 @@
 /* The request and completion engine (see wait.h). */
 #include "sync/wait.h"
 
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -183,8 +183,8 @@ int msh_req_cancel(msh_request *r);
 /* ------------------------------------------------------------ waiting */
 
 /* Wait for a host request by testing it (under the host lock when the host
- * is serialized) and idling between tests (msh_spin). For forwarded blocking calls
- * while msh_sweep_wanted(): the host must not block then. */
+ * is serialized) and idling between tests (msh_spin). For forwarded
+ * blocking calls while msh_sweep_wanted(): the host must not block then. */
 int msh_host_wait(MPI_Request *req, MPI_Status *status);
 
 /* Test a host request that the calling thread alone holds (a blocking
