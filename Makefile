@@ -52,8 +52,8 @@ check: all
 check-multinode: all
 	TEST_MULTINODE=only tests/run.sh $(HOSTS)
 
-# The MPI tests again, library and programs built with ThreadSanitizer
-# (build/<host>-tsan). Reports inside the host MPI's own (uninstrumented)
+# The unit and MPI tests again, library and programs built with
+# ThreadSanitizer (build/<host>-tsan). Reports inside the host MPI's own (uninstrumented)
 # code are suppressed by tests/tsan.supp; any other report fails the case.
 # ignore_noninstrumented_modules: the host's own memory accesses through
 # intercepted functions (its memcpy into a receive buffer, made by whichever
@@ -73,8 +73,8 @@ check-tsan: all
 	TEST_VARIANT=tsan UCX_MEM_MALLOC_HOOKS=no UCX_MEM_EVENTS=no TSAN_OPTIONS="suppressions=$(CURDIR)/tests/tsan.supp exitcode=66 second_deadlock_stack=1 ignore_noninstrumented_modules=1" \
 	  tests/run.sh $(HOSTS)
 
-# The MPI tests again with AddressSanitizer + UndefinedBehaviorSanitizer
-# (build/<host>-asan): the shim and the test programs instrumented, the
+# The unit and MPI tests again with AddressSanitizer +
+# UndefinedBehaviorSanitizer (build/<host>-asan): the shim and the test programs instrumented, the
 # hosts not. Leak reports are off (the hosts keep memory to exit); any other
 # report fails the case (halt_on_error, exit code 66). Open MPI's memory
 # patcher and UCX's malloc hooks fight ASan's allocator, also without the
