@@ -109,27 +109,29 @@ bench_run() {
     flags=($MPIRUN_FLAGS) more=($extra)
     [ "$host" = openmpi ] && flags+=(--bind-to none)
     if [ "$cfg" = baseline ]; then as=$baseline_of lib=$baseline/$host/libmpishim.so; fi
+    local ceil=${as#ceiling-} # the ceiling's library, or empty
+    [ "$ceil" != "$as" ] || ceil=
     case $as in
         ucx) envs=(MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t") ;;
         shm|tcp) envs=("MPISHIM_FABRIC=$as" "MPISHIM_NUM_VCIS=$t" MPISHIM_ASSERT=no_any_tag) ;;
     esac
     if [ "$as" = raw ]; then
         cmd=("$MPIRUN" "${flags[@]}" -np 2 "$prog")
-    elif [ "${as#ceiling-}" != "$as" ]; then
-        local b=${as#ceiling-}
-        [ "$b" = tcp ] && b='tcp;ofi_rxm'
-        cmd=("$MPIRUN" "${flags[@]}" -np 2 "$build/$host/bench/ceiling" -b "$b" -w 1 -p -q -d 1 -t "$t" -s "$size")
+    elif [ -n "$ceil" ]; then
+        [ "$ceil" = tcp ] && ceil='tcp;ofi_rxm'
+        cmd=("$MPIRUN" "${flags[@]}" -np 2 "$build/$host/bench/ceiling" -b "$ceil" -w 1 -p -q -d 1)
     else
         cmd=(env "${envs[@]}" "$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" "${flags[@]}" -np 2 "$prog")
     fi
-    [ "${as#ceiling-}" != "$as" ] || cmd+=(-t "$t" -s "$size" "${more[@]}")
+    cmd+=(-t "$t" -s "$size")
+    [ -n "$ceil" ] || cmd+=("${more[@]}")
     local out rc line why="" want=1 log=$results/logs/latency-$host-T$t-$size-$cfg-run$round.log
     [ "$as" = raw ] && want=0
     out=$(timeout -k 10 "$tmo" "${cmd[@]}" 2>&1)
     rc=$?
     line=$(grep -m 1 '^latency shim=' <<< "$out")
     val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< " $line"; }
-    if [ "${as#ceiling-}" != "$as" ]; then
+    if [ -n "$ceil" ]; then
         # No shim, and its own result line: a mismatch or a missing figure fails.
         line=$(grep -m 1 '^multirate mode=ceiling-' <<< "$out")
         if [ $rc -ne 0 ] || [ -z "$(val half_rtt_us)" ]; then
