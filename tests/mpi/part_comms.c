@@ -17,7 +17,8 @@
  *   D1, D2  on two MPI_Comm_idup(MPI_COMM_WORLD), D2 by
  *           MPI_Comm_idup_with_info on MPI 4.0 hosts
  *   DA      on MPI_Comm_idup(A), made before D1 on even ranks and between
- *           D1 and D2 on odd ones (legal: they have different parents)
+ *           D1 and D2 on odd ones (legal: they have different parents;
+ *           on Open MPI before 5 before D1 on every rank, see below)
  *   DD      on MPI_Comm_idup(D1), an idup of an idup
  *   DI      on MPI_Comm_idup(I), when there is I
  * The receiver initializes its receives in one order, the sender its
@@ -77,14 +78,23 @@ int main(int argc, char **argv)
     CHECK_MPI(MPI_Group_free(&wg));
 #endif
     /* The idups: every member makes those on one parent in the same order,
-     * but the order across parents differs between even and odd ranks. */
+     * but the order across parents differs between even and odd ranks.
+     * Open MPI 4.1 now and then never completes idups on different
+     * parents made in different orders, also without the shim (both ranks
+     * in its progress; docs/design.md), which the standard allows: there
+     * DA comes first on every rank. */
+#if defined(OMPI_MAJOR_VERSION) && OMPI_MAJOR_VERSION < 5
+    int da_first = 1;
+#else
+    int da_first = rank % 2 == 0;
+#endif
     MPI_Comm d1, d2, da, dd, di = MPI_COMM_NULL;
     MPI_Request dr[5] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL,
                          MPI_REQUEST_NULL};
-    if (rank % 2 == 0)
+    if (da_first)
         CHECK_MPI(MPI_Comm_idup(a, &da, &dr[2]));
     CHECK_MPI(MPI_Comm_idup(MPI_COMM_WORLD, &d1, &dr[0]));
-    if (rank % 2)
+    if (!da_first)
         CHECK_MPI(MPI_Comm_idup(a, &da, &dr[2]));
 #if MPI_VERSION >= 4
     CHECK_MPI(MPI_Comm_idup_with_info(MPI_COMM_WORLD, MPI_INFO_NULL, &d2, &dr[1]));
