@@ -718,9 +718,10 @@ static int wait_mixed_loop(int n, MPI_Request reqs[], const msh_completion *c, h
         if (met || !c->blocking)
             return met;
         /* Polled requests (partitioned ones) are not notified: no sleeping then. */
-        if (h->n == 0 && t.polled_pending == 0)
+        if (h->n == 0 && t.polled_pending == 0) {
+            msh_spin_end(sp); /* wait_shim counts its own owner loops */
             wait_shim(n, reqs, c->mode);
-        else
+        } else
             msh_spin_idle(sp);
     }
 }
