@@ -92,9 +92,11 @@ run_timed() {
         done)
         thread_stacks "${procs[@]}" >> "$log" 2>&1
         pkill -TERM -s "$pid"
+        kill -TERM -- -"$pid" 2>/dev/null # its process group, should pkill be missing
         sleep 10 & s=$!
         wait $s
         pkill -KILL -s "$pid"
+        kill -KILL -- -"$pid" 2>/dev/null
     ) &
     local wd=$! rc
     wait "$pid" 2>/dev/null # no "Killed" notice

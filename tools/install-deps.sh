@@ -13,7 +13,7 @@ PKGS=(
     libfabric-dev
     libucx-dev
     iproute2 iptables util-linux   # multi-node tests: ip netns, loss rules, unshare
-    gdb                            # the stacks of a test case that timed out
+    gdb procps                     # the stacks of a test case that timed out (pgrep)
 )
 case ${1:-} in
     "") ;;
