@@ -76,14 +76,14 @@ run_timed() {
     local log=$1
     shift
     setsid "$@" < /dev/null > "$log" 2>&1 &
-    local pid=$! mark="$log.hung"
-    rm -f "$mark"
-    (
-        trap 'kill $s 2>/dev/null; exit 0' TERM
+    local pid=$!
+    ( # the watchdog: exits 1 when it fired
+        fired=0
+        trap 'kill $s 2>/dev/null; exit $fired' TERM
         sleep "$timeout_s" & s=$!
         wait $s
         kill -0 "$pid" 2>/dev/null || exit 0
-        : > "$mark"
+        fired=1
         mapfile -t procs < <(pgrep -s "$pid" | while read -r q; do
             case $(cat /proc/"$q"/comm 2>/dev/null) in
             mpirun* | mpiexec* | orterun | orted | prted | prterun | hydra_* | timeout | env | bash | sh | sleep | setsid | mpishim | "") ;;
@@ -97,16 +97,14 @@ run_timed() {
         wait $s
         pkill -KILL -s "$pid"
         kill -KILL -- -"$pid" 2>/dev/null
+        exit 1
     ) &
     local wd=$! rc
     wait "$pid" 2>/dev/null # no "Killed" notice
     rc=$?
     kill "$wd" 2>/dev/null
-    wait "$wd" 2>/dev/null
-    if [ -e "$mark" ]; then
-        rm -f "$mark"
-        return 124
-    fi
+    wait "$wd" 2>/dev/null && return "$rc"
+    [ $? -ne 1 ] || return 124
     return "$rc"
 }
 
