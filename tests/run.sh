@@ -51,62 +51,10 @@ if [ -n "${TEST_PROGRESS:-}" ]; then export MPISHIM_PROGRESS=$TEST_PROGRESS; fi
 # VCIs (split windows, communicators' homes on two VCIs).
 export MPISHIM_NUM_VCIS=${TEST_NUM_VCIS:-2}
 
-# thread_stacks PID...: one line per thread of each process, its frames'
-# functions innermost first (gdb, when installed). A hang in CI happens once
-# in hundreds of runs and seldom again by hand: what the log keeps of it is
-# all there is.
-thread_stacks() {
-    command -v gdb > /dev/null || { echo "(no gdb: no stacks)"; return; }
-    local p
-    for p in "$@"; do
-        local cmd
-        cmd=$({ tr '\0' ' ' < /proc/"$p"/cmdline; } 2>/dev/null) || continue # gone meanwhile
-        echo "== stacks of $p (${cmd:0:100})"
-        timeout 60 gdb -p "$p" -batch -nx -ex 'thread apply all bt' < /dev/null 2>/dev/null | awk '
-            /^Thread / { if (line != "") print line; line = "  thread " $2 ":"; next }
-            /^#[0-9]/ { f = ($3 == "in") ? $4 : $2; line = line " " f }
-            END { if (line != "") print line }'
-    done
-}
-
-# run_timed LOG CMD...: CMD in a session of its own, output to LOG; past
-# timeout_s, the stacks of the session's programs (not the launchers) go to
-# the end of LOG, the session is killed and the status is 124.
-run_timed() {
-    local log=$1
-    shift
-    setsid "$@" < /dev/null > "$log" 2>&1 &
-    local pid=$!
-    ( # the watchdog: exits 1 when it fired
-        fired=0
-        trap 'kill $s 2>/dev/null; exit $fired' TERM
-        sleep "$timeout_s" & s=$!
-        wait $s
-        kill -0 "$pid" 2>/dev/null || exit 0
-        fired=1
-        mapfile -t procs < <(pgrep -s "$pid" | while read -r q; do
-            case $(cat /proc/"$q"/comm 2>/dev/null) in
-            mpirun* | mpiexec* | orterun | orted | prted | prterun | hydra_* | timeout | env | bash | sh | sleep | setsid | mpishim | "") ;;
-            *) echo "$q" ;;
-            esac
-        done)
-        thread_stacks "${procs[@]}" >> "$log" 2>&1
-        pkill -TERM -s "$pid"
-        kill -TERM -- -"$pid" 2>/dev/null # its process group, should pkill be missing
-        sleep 10 & s=$!
-        wait $s
-        pkill -KILL -s "$pid"
-        kill -KILL -- -"$pid" 2>/dev/null
-        exit 1
-    ) &
-    local wd=$! rc
-    wait "$pid" 2>/dev/null # no "Killed" notice
-    rc=$?
-    kill "$wd" 2>/dev/null
-    wait "$wd" 2>/dev/null && return "$rc"
-    [ $? -ne 1 ] || return 124
-    return "$rc"
-}
+# run_timed (the per-case time limit that leaves a hung case's stacks in its
+# log) and thread_stacks.
+# shellcheck source=tests/timed.sh
+. "$top/tests/timed.sh"
 
 # run_case NAME CHECK CMD... : run CMD under the timeout, output to a log;
 # CHECK is a shell function, with its own arguments first if quoted as one
@@ -586,6 +534,11 @@ if [ ${#manifest_errors[@]} -gt 0 ]; then
     printf 'tests/mpi/testlist: %s\n' "${manifest_errors[@]}"
     run_case "tests/mpi/testlist is well formed" expect_ok false
 fi
+
+# The runner's own time limit: a hang must leave its stacks and end in a
+# timeout (once, not per host or variant).
+[ "$multinode" = only ] || [ -n "${TEST_VARIANT:-}" ] ||
+    run_case "runner: a hung case ends in a timeout with its stacks" expect_ok bash "$top/tests/timed.sh" selftest
 
 # ---------------------------------------------------------------- unit tests
 # For every host: each build compiles them against its own mpi.h (handle
