@@ -1040,43 +1040,25 @@ static int issue(fab_tp *f, fab_req *r)
     return MPI_SUCCESS;
 }
 
-/* The communicator m goes on, if the fabric carries it and the peer is a
- * process (MPI_PROC_NULL stays with the host, which completes it). */
-static fab_comm *carried(const msh_tp_msg *m)
+/* A request for m on fc (lane.h's make). */
+static msh_lane_req *make(msh_lane_tp *l, fab_comm *fc, const msh_tp_msg *m, int persistent)
 {
-    if (m->peer == MPI_PROC_NULL)
-        return NULL;
-    return msh_lane_comm_msg(m);
-}
-
-/* A fabric request for m on fc: made inactive (persistent), or issued. */
-static int new_req(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
-                   fab_req **made)
-{
-    if (f->l.closed)
-        return MPI_ERR_OTHER;
+    fab_tp *f = (fab_tp *)l;
     fab_req *r = req_new(f);
     if (!r)
-        return MPI_ERR_NO_MEM;
+        return NULL;
     r->b.persistent = (uint8_t)persistent;
     describe(f, r, fc, m);
-    int rc = persistent ? MPI_SUCCESS : issue(f, r);
-    if (rc != MPI_SUCCESS) {
-        if (!r->b.orphan)
-            req_free(f, r);
-        return rc;
-    }
-    *treq = enc(r->b.slot);
-    *made = r;
-    return MPI_SUCCESS;
+    return &r->b;
 }
 
 /* A standard or ready send of a named type within the provider's inject
  * size goes at once, with no request or completion of its own
  * (MSH_LANE_DONE), unless operations wait in the backlog: they go first,
  * to keep order. 1 if it went. */
-static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req *treq)
+static int send_at_once(msh_lane_tp *l, fab_comm *fc, const msh_tp_msg *m, msh_tp_req *treq)
 {
+    fab_tp *f = (fab_tp *)l;
     int tsize;
     if (!msh_lane_at_once_mode(m->mode) || f->l.closed || f->bl_head[BL_TX] ||
         !msh_lane_named_size(&f->l.named, m->dt, &tsize))
@@ -1092,75 +1074,22 @@ static int send_at_once(fab_tp *f, fab_comm *fc, const msh_tp_msg *m, msh_tp_req
     return 1;
 }
 
-static int fab_send_now(msh_tp *tp, const msh_tp_msg *m)
+static int lane_issue(msh_lane_tp *l, msh_lane_req *r) { return issue((fab_tp *)l, (fab_req *)r); }
+
+static void cancel(msh_lane_tp *l, msh_lane_req *b)
 {
-    fab_tp *f = fab_of(tp);
-    fab_comm *fc = carried(m);
-    msh_tp_req t;
-    if (!fc || msh_lane_check(m, fc) != MPI_SUCCESS || !send_at_once(f, fc, m, &t))
-        return 0;
-    tp->carried++;
-    return 1;
+    fab_req *r = (fab_req *)b;
+    if (r->op == OP_RECV)
+        fi_cancel(&((fab_tp *)l)->ep->fid, &r->main.f);
 }
 
-static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
-{
-    fab_tp *f = fab_of(tp);
-    fab_comm *fc = carried(m);
-    int rc;
-    if (!fc) {
-        rc = msh_tp_post(f->l.host, m, ctx, treq, p);
-        set_tracked(f);
-        return rc;
-    }
-    fab_req *r = NULL;
-    rc = msh_lane_check(m, fc);
-    if (rc == MPI_SUCCESS && !(msh_lane_at_once_mode(m->mode) && send_at_once(f, fc, m, treq)))
-        rc = new_req(f, fc, m, 0, treq, &r);
-    if (rc == MPI_SUCCESS) {
-        tp->carried++;
-        msh_lane_post_track(&f->l.q, r ? &r->b : NULL, ctx, treq, p);
-        if (p->how == MSH_TP_TRACKED)
-            set_tracked(f);
-    }
-    return msh_lane_posted(tp, rc);
-}
-
-static int fab_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
-{
-    fab_tp *f = fab_of(tp);
-    fab_comm *fc = carried(m);
-    if (!fc)
-        return msh_tp_init(f->l.host, m, treq);
-    fab_req *r;
-    int rc = msh_lane_check(m, fc);
-    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, fc, m, 1, treq, &r) : rc);
-}
-
-static int fab_start(msh_tp *tp, msh_tp_req *treq)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_start(f->l.host, treq);
-    int rc = r->b.active ? MPI_ERR_REQUEST : issue(f, r);
-    if (rc == MPI_SUCCESS)
-        tp->carried++;
-    return rc;
-}
-
-static int fab_cancel(msh_tp *tp, msh_tp_req *treq)
-{
-    fab_tp *f = fab_of(tp);
-    fab_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_cancel(f->l.host, treq);
-    /* A send may not be cancelled once it left (MPI allows that: its
-     * status then says it was not). */
-    if (r->b.active && r->op == OP_RECV)
-        fi_cancel(&f->ep->fid, &r->main.f);
-    return MPI_SUCCESS;
-}
+static const msh_lane_ops fab_lane_ops = {
+    .progress = lane_progress,
+    .send_at_once = send_at_once,
+    .make = make,
+    .issue = lane_issue,
+    .cancel = cancel,
+};
 
 #define MSG_SLOT_BITS MSH_LANE_MSG_SLOT_BITS
 #define msg_enc msh_lane_msg_enc
@@ -1373,14 +1302,14 @@ static void fab_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_
 
 static const msh_tp_ops fab_ops = {
     .name = "fabric",
-    .post = fab_post,
-    .send_now = fab_send_now,
-    .init = fab_init,
-    .start = fab_start,
+    .post = msh_lane_op_post,
+    .send_now = msh_lane_op_send_now,
+    .init = msh_lane_op_init,
+    .start = msh_lane_op_start,
     .track = msh_lane_op_track,
     .poll = msh_lane_op_poll,
     .tracked = msh_lane_op_tracked,
-    .cancel = fab_cancel,
+    .cancel = msh_lane_op_cancel,
     .probe = fab_probe,
     .post_matched = fab_post_matched,
     .wait = msh_lane_op_wait,
@@ -1533,7 +1462,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
     if (idx == 0)
         msh_lane_open(job.prov, CID_BITS, TAG_CID_SHIFT, INT_MAX, !job.nopeek);
     f->l.host = host;
-    f->l.progress = lane_progress;
+    f->l.ops = &fab_lane_ops;
     f->l.base.ops = &fab_ops;
     f->l.base.idx = idx;
     f->acks.which = CTX_ACKS;

@@ -461,11 +461,36 @@ static inline void msh_lane_post_track(msh_lane_q *q, msh_lane_req *r, void *ctx
 /* Let go of r: dropped when it finishes if active, else freed now. */
 void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq);
 
+struct msh_lane_tp;
+/* What each lane does its own way, behind the operations every lane
+ * shares (below): the rest of a post, start or cancel is the same for
+ * all of them. Called under the VCI's lock. */
+typedef struct msh_lane_ops {
+    /* One pass of the lane's progress (nothing once closed): how many
+     * completions it read. */
+    int (*progress)(struct msh_lane_tp *l);
+    /* A standard or ready send of a named type that finished inside the
+     * call with no request of the lane's (*treq = MSH_LANE_DONE): 1 if it
+     * went, 0 to post it with a request. */
+    int (*send_at_once)(struct msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq);
+    /* A new request for m on lc, described but not issued (persistent
+     * set first: it says which type the request keeps), or NULL (out of
+     * memory or slots). */
+    msh_lane_req *(*make)(struct msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, int persistent);
+    /* Put r (inactive) on the wire. On failure r is inactive again, or
+     * left an orphan that goes once nothing more can come for it. */
+    int (*issue)(struct msh_lane_tp *l, msh_lane_req *r);
+    /* Ask the provider to cancel r, active; what it may not cancel (a
+     * send that left: MPI allows that, its status then says so) it
+     * leaves alone. */
+    void (*cancel)(struct msh_lane_tp *l, msh_lane_req *r);
+} msh_lane_ops;
+
 /* A lane's instance starts with this part, which the operations below
  * serve the same way for every lane: the host transport under it (the
  * communicators the lane does not carry), its requests and named types,
- * and one pass of its own progress. A lane's ops table points at these
- * where it has nothing of its own to do. */
+ * and its own operations. A lane's ops table points at these where it
+ * has nothing of its own to do. */
 typedef struct msh_lane_tp {
     msh_tp base;
     msh_tp *host;
@@ -475,9 +500,7 @@ typedef struct msh_lane_tp {
     int untracked;
     msh_lane_q q;
     msh_lane_named named;
-    /* One pass of the lane's progress (nothing once closed): how many
-     * completions it read. */
-    int (*progress)(struct msh_lane_tp *l);
+    const msh_lane_ops *ops;
 } msh_lane_tp;
 
 static inline msh_lane_tp *msh_lane_tp_of(msh_tp *tp) { return (msh_lane_tp *)tp; }
@@ -493,8 +516,15 @@ static inline void msh_lane_set_tracked(msh_lane_tp *l)
     atomic_store_explicit(&l->base.busy, l->base.ntracked + l->untracked + 1, memory_order_relaxed);
 }
 
-/* The transport operations every lane does alike (transport.h): a request
- * word that is not the lane's goes to the host transport under it. */
+/* The transport operations every lane does alike (transport.h): a
+ * message on a communicator the lane does not carry, or to MPI_PROC_NULL,
+ * and a request word that is not the lane's go to the host transport
+ * under it. */
+int msh_lane_op_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p);
+int msh_lane_op_send_now(msh_tp *tp, const msh_tp_msg *m);
+int msh_lane_op_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
+int msh_lane_op_start(msh_tp *tp, msh_tp_req *treq);
+int msh_lane_op_cancel(msh_tp *tp, msh_tp_req *treq);
 int msh_lane_op_track(msh_tp *tp, void *ctx, msh_tp_req treq);
 int msh_lane_op_poll(msh_tp *tp, const msh_tp_done **done);
 void *msh_lane_op_tracked(msh_tp *tp, int k);

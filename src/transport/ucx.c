@@ -430,13 +430,6 @@ MSH_INLINE int issue(ux_tp *f, ux_req *r)
     return posted(r, s);
 }
 
-/* The communicator m goes on, if UCX carries it and the peer is a process
- * (MPI_PROC_NULL stays with the host, which completes it). */
-static msh_lane_comm *carried(const msh_tp_msg *m)
-{
-    return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_msg(m);
-}
-
 MSH_INLINE void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
 {
     r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
@@ -451,32 +444,25 @@ MSH_INLINE void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_ms
     r->b.comm = lc->comm;
 }
 
-static int new_req(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
-                   ux_req **made)
+/* A request for m on lc (lane.h's make). */
+static msh_lane_req *make(msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, int persistent)
 {
-    if (f->l.closed)
-        return MPI_ERR_OTHER;
+    ux_tp *f = (ux_tp *)l;
     ux_req *r = req_new(f);
     if (!r)
-        return MPI_ERR_NO_MEM;
+        return NULL;
     r->b.persistent = (uint8_t)persistent;
     describe(f, r, lc, m);
-    int rc = persistent ? MPI_SUCCESS : issue(f, r);
-    if (rc != MPI_SUCCESS) {
-        req_free(f, r);
-        return rc;
-    }
-    *treq = msh_lane_enc(r->b.slot);
-    *made = r;
-    return MPI_SUCCESS;
+    return &r->b;
 }
 
 /* A standard or ready send of a named type first tries to finish inside
  * UCX's call, with no request of its own (MSH_LANE_DONE): what short
  * messages do when the endpoint has room. UCX keeps the order of its
  * endpoint's sends whichever way each goes. 1 if it went. */
-static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq)
+static int send_at_once(msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq)
 {
+    ux_tp *f = (ux_tp *)l;
     int tsize;
     if (!msh_lane_at_once_mode(m->mode) || f->l.closed ||
         !msh_lane_named_size(&f->l.named, m->dt, &tsize))
@@ -499,75 +485,22 @@ static int send_at_once(ux_tp *f, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp
     return 1;
 }
 
-static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+static int lane_issue(msh_lane_tp *l, msh_lane_req *r) { return issue((ux_tp *)l, (ux_req *)r); }
+
+static void cancel(msh_lane_tp *l, msh_lane_req *b)
 {
-    ux_tp *f = ux_of(tp);
-    msh_lane_comm *lc = carried(m);
-    int rc;
-    if (!lc) {
-        rc = msh_tp_post(f->l.host, m, ctx, treq, p);
-        set_tracked(f);
-        return rc;
-    }
-    ux_req *r = NULL;
-    rc = msh_lane_check(m, lc);
-    if (rc == MPI_SUCCESS && !(msh_lane_at_once_mode(m->mode) && send_at_once(f, lc, m, treq)))
-        rc = new_req(f, lc, m, 0, treq, &r);
-    if (rc == MPI_SUCCESS) {
-        tp->carried++;
-        msh_lane_post_track(&f->l.q, r ? &r->b : NULL, ctx, treq, p);
-        if (p->how == MSH_TP_TRACKED)
-            set_tracked(f);
-    }
-    return msh_lane_posted(tp, rc);
+    ux_req *r = (ux_req *)b;
+    if (r->op == OP_RECV && r->ureq)
+        job.request_cancel(((ux_tp *)l)->w, r->ureq);
 }
 
-static int ux_send_now(msh_tp *tp, const msh_tp_msg *m)
-{
-    ux_tp *f = ux_of(tp);
-    msh_lane_comm *lc = carried(m);
-    msh_tp_req t;
-    if (!lc || msh_lane_check(m, lc) != MPI_SUCCESS || !send_at_once(f, lc, m, &t))
-        return 0;
-    tp->carried++;
-    return 1;
-}
-
-static int ux_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
-{
-    ux_tp *f = ux_of(tp);
-    msh_lane_comm *lc = carried(m);
-    if (!lc)
-        return msh_tp_init(f->l.host, m, treq);
-    ux_req *r;
-    int rc = msh_lane_check(m, lc);
-    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(f, lc, m, 1, treq, &r) : rc);
-}
-
-static int ux_start(msh_tp *tp, msh_tp_req *treq)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_start(f->l.host, treq);
-    int rc = r->b.active ? MPI_ERR_REQUEST : issue(f, r);
-    if (rc == MPI_SUCCESS)
-        tp->carried++;
-    return rc;
-}
-
-static int ux_cancel(msh_tp *tp, msh_tp_req *treq)
-{
-    ux_tp *f = ux_of(tp);
-    ux_req *r = req_of(f, *treq);
-    if (!r)
-        return msh_tp_cancel(f->l.host, treq);
-    /* A send is not cancelled once it left (MPI allows that: its status
-     * then says it was not). */
-    if (r->b.active && r->op == OP_RECV && r->ureq)
-        job.request_cancel(f->w, r->ureq);
-    return MPI_SUCCESS;
-}
+static const msh_lane_ops ux_lane_ops = {
+    .progress = lane_progress,
+    .send_at_once = send_at_once,
+    .make = make,
+    .issue = lane_issue,
+    .cancel = cancel,
+};
 
 static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                     MPI_Status *status)
@@ -678,14 +611,14 @@ static void ux_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_e
 
 static const msh_tp_ops ux_ops = {
     .name = "ucx",
-    .post = ux_post,
-    .send_now = ux_send_now,
-    .init = ux_init,
-    .start = ux_start,
+    .post = msh_lane_op_post,
+    .send_now = msh_lane_op_send_now,
+    .init = msh_lane_op_init,
+    .start = msh_lane_op_start,
     .track = msh_lane_op_track,
     .poll = msh_lane_op_poll,
     .tracked = msh_lane_op_tracked,
-    .cancel = ux_cancel,
+    .cancel = msh_lane_op_cancel,
     .probe = ux_probe,
     .post_matched = ux_post_matched,
     .wait = msh_lane_op_wait,
@@ -770,7 +703,7 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why)
     if (idx == 0)
         msh_lane_open("ucx", CID_BITS, CID_SHIFT, 1 << SRC_BITS, 1);
     f->l.host = host;
-    f->l.progress = lane_progress;
+    f->l.ops = &ux_lane_ops;
     f->l.base.ops = &ux_ops;
     f->l.base.idx = idx;
     set_tracked(f);
