@@ -50,8 +50,10 @@ int main(int argc, char **argv)
 {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            printf("usage: mpishim-info [--doc md|man | --calls]\n"
+            printf("usage: mpishim-info [--host openmpi|mpich] [--doc md|man | --calls]\n"
                    "Prints the host MPI, cores, libfabric providers and the effective MPISHIM_* configuration.\n"
+                   "--host: one host's build only (without it the mpishim-info command reports for every host\n"
+                   "built).\n"
                    "--doc md|man: prints the reference of every MPISHIM_* variable instead (Markdown, or a man\n"
                    "page section), without starting MPI.\n"
                    "--calls: prints every MPI call the shim defines and what it does with it (docs/design.md,\n"

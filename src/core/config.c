@@ -98,7 +98,8 @@ static const char *const docs[] = {
     [MSH_CFG_SOLO] = "Solo fast path: while only one thread at a time is inside MPI, its calls go straight to the "
                      "host, so a program or phase with one communicating thread pays no runtime cost. The first "
                      "time a thread finds another inside a solo call, the process switches to the runtime for good. "
-                     "Never with a serialized host or a progress thread.",
+                     "Never with a serialized host, a progress thread or a lane (`MPISHIM_FABRIC`), whose "
+                     "messages only the runtime carries.",
     [MSH_CFG_NUM_VCIS] = "Size of the VCI pool. `auto`: the cores in the rank's cpuset (hwloc), and no more than the "
                          "node's cores divided by the ranks the launcher started on the node (Open MPI's "
                          "`OMPI_COMM_WORLD_LOCAL_SIZE`, MPICH Hydra's `MPI_LOCALNRANKS`), so that unbound ranks "
@@ -303,10 +304,10 @@ static const char *accepted(const msh_cfg_var *v, char *buf, size_t len)
         break;
     case V_ENUM:  snprintf(buf, len, "%s", join_words(v->words, "|", words, sizeof words)); break;
     case V_FLAGS:
-        snprintf(buf, len, "a comma-separated list of %s (or empty)", join_words(v->words, ", ", words, sizeof words));
+        snprintf(buf, len, "a list of %s separated by commas or blanks (or empty)", join_words(v->words, ", ", words, sizeof words));
         break;
     case V_SIZE:
-        snprintf(buf, len, "a byte count %ld..%ld, optionally with suffix K, M or G (powers of 1024)", v->min, v->max);
+        snprintf(buf, len, "a byte count %ld..%ld, optionally with suffix K, M or G (or KB, KiB, ...; powers of 1024)", v->min, v->max);
         break;
     }
     return buf;
