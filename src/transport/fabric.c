@@ -319,18 +319,10 @@ typedef struct fab_ctx {
 typedef struct fab_req {
     msh_lane_req b;      /* first (lane.h) */
     fab_ctx main, bulk;
-    /* mode: a send's (MSH_TP_BSEND and MSH_TP_SSEND only with OP_SEND), a
-     * receive's MSH_TP_RECV, 0 for probes and acknowledgements. Tested
-     * alone where it decides: a test of op and mode together loads both
-     * bytes at once, which describe's two stores just made cannot forward
-     * to (a stall on every post). */
-    uint8_t op, mode;
+    /* What the fabric does with it; b.mode (MSH_TP_BSEND and MSH_TP_SSEND
+     * only with OP_SEND) is tested alone where it decides. */
+    uint8_t op;
     int pending;         /* completions still to come */
-    /* the operation */
-    void *ubuf;
-    MPI_Count count;
-    MPI_Datatype dt;
-    int peer, tag;
     size_t len;
     int probe_found;
     /* waiting in the backlog: what is left to issue */
@@ -431,7 +423,7 @@ static void recv_bytes(fab_req *r, size_t len, size_t whole, int err)
     st->MPI_ERROR = err;
     /* zeroed when issued: not cancelled */
     msh_lane_set_bytes(st, err == MPI_ERR_TRUNCATE ? msh_lane_trunc_bytes(len, whole) : len);
-    int urc = r->b.tmp && len > 0 ? msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) : MPI_SUCCESS;
+    int urc = r->b.tmp && len > 0 ? msh_lane_unpack(r->b.tmp, len, r->b.ubuf, r->b.dt) : MPI_SUCCESS;
     if (urc != MPI_SUCCESS && err == MPI_SUCCESS) {
         st->MPI_ERROR = urc;
         msh_lane_set_bytes(st, 0);
@@ -786,25 +778,10 @@ static int read_cq(fab_tp *f)
 
 /* ------------------------------------------------------------ posting */
 
-/* Describe m in r (persistent requests keep it for every start). */
-static void describe(fab_tp *f, fab_req *r, fab_comm *fc, const msh_tp_msg *m)
-{
-    r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
-    r->mode = (uint8_t)m->mode;
-    r->ubuf = (void *)(uintptr_t)m->buf;
-    r->count = m->count;
-    /* a nonblocking send packs at once; the others use the type later */
-    r->dt = msh_lane_type_of(&f->l.named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
-    r->peer = m->peer;
-    r->tag = m->tag;
-    r->b.lc = fc;
-    r->b.comm = fc->comm;
-}
-
 /* The bytes of r's operation (lane.h). */
 static inline int buffer_of(fab_tp *f, fab_req *r, void **buf, size_t *len)
 {
-    return msh_lane_req_bytes(&f->l.named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, buf, len);
+    return msh_lane_req_bytes(&f->l.named, &r->b, r->op == OP_SEND, r->b.ubuf, r->b.count, r->b.dt, buf, len);
 }
 
 /* What a receive or probe on fc matches: the source's endpoint (any, for
@@ -827,9 +804,9 @@ static inline uint64_t match_ignore(int tag)
 static ssize_t try_send(fab_tp *f, fab_req *r)
 {
     fab_comm *fc = r->b.lc;
-    fi_addr_t to = f->addr[fc->world[r->peer]];
-    uint64_t tag = fc->cid_bits | (uint32_t)r->tag, data = (uint32_t)fc->rank;
-    if (r->mode == MSH_TP_SSEND)
+    fi_addr_t to = f->addr[fc->world[r->b.peer]];
+    uint64_t tag = fc->cid_bits | (uint32_t)r->b.tag, data = (uint32_t)fc->rank;
+    if (r->b.mode == MSH_TP_SSEND)
         data |= (uint64_t)r->ack_tag << 32;
     if (job.nopeek && r->len > EAGER_MAX) {
         if (!r->hdr_sent) {
@@ -840,13 +817,13 @@ static ssize_t try_send(fab_tp *f, fab_req *r)
             if (rc)
                 return rc;
             r->hdr_sent = 1;
-            r->ack_wait = r->mode == MSH_TP_SSEND; /* the header matches */
+            r->ack_wait = r->b.mode == MSH_TP_SSEND; /* the header matches */
         }
         return fi_tsend(f->ep, r->buf, r->len, NULL, to, TAG_BULK | fc->cid_bits | r->bulk_seq, &r->bulk.f);
     }
     ssize_t rc = fi_tsenddata(f->ep, r->buf, r->len, NULL, data, to, tag, &r->main.f);
     if (rc == 0)
-        r->ack_wait = r->mode == MSH_TP_SSEND;
+        r->ack_wait = r->b.mode == MSH_TP_SSEND;
     return rc;
 }
 
@@ -874,7 +851,7 @@ static ssize_t try_recv(fab_tp *f, fab_req *r)
     r->rbuf = r->buf;
     if (job.nopeek) {
         /* What a probe took off the endpoint came before anything still in it. */
-        fab_held **pp = f->held ? held_find(f, fc, r->peer, r->tag) : NULL;
+        fab_held **pp = f->held ? held_find(f, fc, r->b.peer, r->b.tag) : NULL;
         if (pp && *pp) {
             deliver_held(f, r, held_take(f, pp));
             return 1;
@@ -884,8 +861,8 @@ static ssize_t try_recv(fab_tp *f, fab_req *r)
     } else if (r->len < job.rx_min && !land_short(r)) {
         return -FI_ENOMEM;
     }
-    return fi_trecv(f->ep, r->rbuf, room_of(r), NULL, match_from(f, fc, r->peer), match_tag(fc, r->tag),
-                    match_ignore(r->tag), &r->main.f);
+    return fi_trecv(f->ep, r->rbuf, room_of(r), NULL, match_from(f, fc, r->b.peer), match_tag(fc, r->b.tag),
+                    match_ignore(r->b.tag), &r->main.f);
 }
 
 static ssize_t try_issue(fab_tp *f, fab_req *r)
@@ -979,18 +956,18 @@ static int bsend(fab_tp *f, fab_req *r)
     if (!c)
         return MPI_ERR_NO_MEM;
     size_t len = 0;
-    int rc = msh_lane_copy(&f->l.named, r->ubuf, r->count, r->dt, &c->b.tmp, &len);
+    int rc = msh_lane_copy(&f->l.named, r->b.ubuf, r->b.count, r->b.dt, &c->b.tmp, &len);
     if (rc != MPI_SUCCESS) {
         req_free(f, c);
         return rc;
     }
     c->op = OP_SEND;
-    c->mode = MSH_TP_SEND;
-    c->ubuf = c->b.tmp; /* its own bytes: freed when it finishes */
-    c->count = (MPI_Count)len;
-    c->dt = MPI_BYTE;
-    c->peer = r->peer;
-    c->tag = r->tag;
+    c->b.mode = MSH_TP_SEND;
+    c->b.ubuf = c->b.tmp; /* its own bytes: freed when it finishes */
+    c->b.count = (MPI_Count)len;
+    c->b.dt = MPI_BYTE;
+    c->b.peer = r->b.peer;
+    c->b.tag = r->b.tag;
     c->b.lc = r->b.lc;
     c->b.orphan = 1;
     rc = issue(f, c); /* on failure it is gone, or goes once nothing more can come */
@@ -1002,7 +979,7 @@ static int bsend(fab_tp *f, fab_req *r)
 
 static int issue(fab_tp *f, fab_req *r)
 {
-    if (r->mode == MSH_TP_BSEND)
+    if (r->b.mode == MSH_TP_BSEND)
         return bsend(f, r);
     memset(&r->b.status, 0, sizeof r->b.status);
     r->ack_wait = r->hdr_sent = r->bulk_wait = 0;
@@ -1012,8 +989,8 @@ static int issue(fab_tp *f, fab_req *r)
         r->b.tmp = NULL;
         return rc;
     }
-    r->pending = r->mode == MSH_TP_SSEND ? 2 : 1;
-    if (r->mode == MSH_TP_SSEND)
+    r->pending = r->b.mode == MSH_TP_SSEND ? 2 : 1;
+    if (r->b.mode == MSH_TP_SSEND)
         r->ack_tag = (uint32_t)r->b.slot + 1; /* never 0: the request lives until its acknowledgement */
     if (r->op == OP_SEND && job.nopeek && r->len > EAGER_MAX) {
         r->bulk_seq = next_seq(f);
@@ -1040,16 +1017,13 @@ static int issue(fab_tp *f, fab_req *r)
     return MPI_SUCCESS;
 }
 
-/* A request for m on fc (lane.h's make). */
-static msh_lane_req *make(msh_lane_tp *l, fab_comm *fc, const msh_tp_msg *m, int persistent)
+/* A new request of the lane's (lane.h's make). */
+static msh_lane_req *make(msh_lane_tp *l, int recv)
 {
-    fab_tp *f = (fab_tp *)l;
-    fab_req *r = req_new(f);
-    if (!r)
-        return NULL;
-    r->b.persistent = (uint8_t)persistent;
-    describe(f, r, fc, m);
-    return &r->b;
+    fab_req *r = req_new((fab_tp *)l);
+    if (r)
+        r->op = recv ? OP_RECV : OP_SEND;
+    return r ? &r->b : NULL;
 }
 
 /* A standard or ready send of a named type within the provider's inject
@@ -1231,10 +1205,10 @@ static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count
         return MPI_ERR_REQUEST;
     tp->carried++;
     r->op = OP_RECV;
-    r->mode = MSH_TP_RECV;
-    r->ubuf = buf;
-    r->count = count;
-    r->dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
+    r->b.mode = MSH_TP_RECV;
+    r->b.ubuf = buf;
+    r->b.count = count;
+    r->b.dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
     memset(&r->b.status, 0, sizeof r->b.status);
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)

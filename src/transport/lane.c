@@ -875,9 +875,11 @@ static int new_req(msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, int p
 {
     if (l->closed)
         return MPI_ERR_OTHER;
-    msh_lane_req *r = l->ops->make(l, lc, m, persistent);
+    msh_lane_req *r = l->ops->make(l, m->mode == MSH_TP_RECV);
     if (!r)
         return MPI_ERR_NO_MEM;
+    r->persistent = (uint8_t)persistent;
+    msh_lane_describe(&l->named, r, lc, m);
     int rc = persistent ? MPI_SUCCESS : l->ops->issue(l, r);
     if (rc != MPI_SUCCESS) {
         if (!r->orphan)

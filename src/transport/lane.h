@@ -243,6 +243,14 @@ typedef struct msh_lane_req {
     struct msh_lane_req *next; /* the spare list; a lane's own list while the request lives */
     void *ctx;                 /* the engine's, when tracked */
     void *tmp;                 /* packed data, freed when the request finishes */
+    /* The operation (msh_lane_describe): the program's buffer, count and
+     * type, peer and tag; mode is a send's, or MSH_TP_RECV (0 for a lane's
+     * own probes and acknowledgements). */
+    void *ubuf;
+    MPI_Count count;
+    MPI_Datatype dt;
+    int peer, tag;
+    uint8_t mode;
     MPI_Status status;
     MPI_Datatype kept;         /* a derived type's duplicate (msh_lane_keep_derived) */
     MPI_Comm comm;             /* the program's, where the request's own errors are raised */
@@ -268,6 +276,20 @@ static inline MPI_Datatype msh_lane_type_of(msh_lane_named *n, msh_lane_req *r, 
     }
     r->tsize1 = 0;
     return keep ? msh_lane_keep_derived(r, dt) : dt;
+}
+/* r, new, takes m's operation on lc (r->persistent set first: a
+ * persistent request or a receive keeps a derived type, a nonblocking
+ * send packs at once). */
+static inline void msh_lane_describe(msh_lane_named *n, msh_lane_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
+{
+    r->mode = (uint8_t)m->mode;
+    r->ubuf = (void *)(uintptr_t)m->buf;
+    r->count = m->count;
+    r->dt = msh_lane_type_of(n, r, m->dt, m->mode == MSH_TP_RECV || r->persistent);
+    r->peer = m->peer;
+    r->tag = m->tag;
+    r->lc = lc;
+    r->comm = lc->comm;
 }
 /* msh_lane_bytes for r, with the size msh_lane_type_of noted. */
 static inline int msh_lane_req_bytes(msh_lane_named *n, msh_lane_req *r, int send, void *ubuf, MPI_Count count,
@@ -473,10 +495,9 @@ typedef struct msh_lane_ops {
      * call with no request of the lane's (*treq = MSH_LANE_DONE): 1 if it
      * went, 0 to post it with a request. */
     int (*send_at_once)(struct msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, msh_tp_req *treq);
-    /* A new request for m on lc, described but not issued (persistent
-     * set first: it says which type the request keeps), or NULL (out of
-     * memory or slots). */
-    msh_lane_req *(*make)(struct msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, int persistent);
+    /* A new zeroed request of the lane's for a receive (recv) or a send,
+     * or NULL (out of memory or slots); the caller describes it. */
+    msh_lane_req *(*make)(struct msh_lane_tp *l, int recv);
     /* Put r (inactive) on the wire. On failure r is inactive again, or
      * left an orphan that goes once nothing more can come for it. */
     int (*issue)(struct msh_lane_tp *l, msh_lane_req *r);

@@ -173,12 +173,8 @@ struct ux_tp;
 typedef struct ux_req {
     msh_lane_req b;      /* first (lane.h) */
     struct ux_tp *f;
-    uint8_t op, mode;    /* mode: a send's, or MSH_TP_RECV; 0 for a probe */
+    uint8_t op;
     uint8_t posting;     /* inside UCX's post call */
-    void *ubuf;
-    MPI_Count count;
-    MPI_Datatype dt;
-    int peer, tag;
     void *buf;
     size_t len;
     void *ureq;          /* UCX's request, while in flight */
@@ -244,12 +240,12 @@ static void recv_done(ux_req *r, ucs_status_t st, const ucp_tag_recv_info_t *inf
             s->MPI_SOURCE = (int)((info->sender_tag & SRC_MASK) >> SRC_SHIFT);
             s->MPI_TAG = (int)(info->sender_tag & TAG_MASK);
         } else {
-            s->MPI_SOURCE = r->peer;
-            s->MPI_TAG = r->tag;
+            s->MPI_SOURCE = r->b.peer;
+            s->MPI_TAG = r->b.tag;
         }
         /* zeroed when issued: not cancelled */
         msh_lane_set_bytes(s, len);
-        int urc = r->b.tmp && len > 0 ? msh_lane_unpack(r->b.tmp, len, r->ubuf, r->dt) : MPI_SUCCESS;
+        int urc = r->b.tmp && len > 0 ? msh_lane_unpack(r->b.tmp, len, r->b.ubuf, r->b.dt) : MPI_SUCCESS;
         if (urc != MPI_SUCCESS) {
             s->MPI_ERROR = urc;
             msh_lane_set_bytes(s, 0);
@@ -350,7 +346,7 @@ MSH_INLINE int posted(ux_req *r, ucs_status_ptr_t p)
 static int send_now(ux_tp *f, ux_req *r)
 {
     const msh_lane_comm *lc = r->b.lc;
-    ucp_ep_h ep = ep_to(f, lc->world[r->peer]);
+    ucp_ep_h ep = ep_to(f, lc->world[r->b.peer]);
     if (!ep) {
         r->b.active = 0;
         return MPI_ERR_OTHER;
@@ -361,9 +357,9 @@ static int send_now(ux_tp *f, ux_req *r)
         .user_data = r,
         .memory_type = UCS_MEMORY_TYPE_HOST,
     };
-    uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)r->tag;
+    uint64_t tag = lc->cid_bits | (uint64_t)lc->rank << SRC_SHIFT | (uint32_t)r->b.tag;
     r->posting = 1;
-    ucs_status_ptr_t s = r->mode == MSH_TP_SSEND ? job.tag_send_sync_nbx(ep, r->buf, r->len, tag, &p)
+    ucs_status_ptr_t s = r->b.mode == MSH_TP_SSEND ? job.tag_send_sync_nbx(ep, r->buf, r->len, tag, &p)
                                                  : job.tag_send_nbx(ep, r->buf, r->len, tag, &p);
     return posted(r, s);
 }
@@ -376,12 +372,12 @@ static int bsend(ux_tp *f, ux_req *r)
     ux_req *c = req_new(f);
     if (!c)
         return MPI_ERR_NO_MEM;
-    int rc = msh_lane_copy(&f->l.named, r->ubuf, r->count, r->dt, &c->b.tmp, &c->len);
+    int rc = msh_lane_copy(&f->l.named, r->b.ubuf, r->b.count, r->b.dt, &c->b.tmp, &c->len);
     if (rc == MPI_SUCCESS) {
         c->op = OP_SEND;
-        c->mode = MSH_TP_SEND;
-        c->peer = r->peer;
-        c->tag = r->tag;
+        c->b.mode = MSH_TP_SEND;
+        c->b.peer = r->b.peer;
+        c->b.tag = r->b.tag;
         c->b.lc = r->b.lc;
         c->buf = c->b.tmp;
         c->b.orphan = 1;
@@ -401,12 +397,10 @@ MSH_INLINE int issue(ux_tp *f, ux_req *r)
 {
     memset(&r->b.status, 0, sizeof r->b.status);
     r->b.active = 1;
-    /* mode alone (a receive's is MSH_TP_RECV): a test of op and mode
-     * together loads both bytes at once, which describe's two stores just
-     * made cannot forward to. */
-    if (r->mode == MSH_TP_BSEND)
+    /* mode alone (a receive's is MSH_TP_RECV) */
+    if (r->b.mode == MSH_TP_BSEND)
         return bsend(f, r);
-    int rc = msh_lane_req_bytes(&f->l.named, &r->b, r->op == OP_SEND, r->ubuf, r->count, r->dt, &r->buf, &r->len);
+    int rc = msh_lane_req_bytes(&f->l.named, &r->b, r->op == OP_SEND, r->b.ubuf, r->b.count, r->b.dt, &r->buf, &r->len);
     if (rc != MPI_SUCCESS) {
         free(r->b.tmp);
         r->b.tmp = NULL;
@@ -424,36 +418,19 @@ MSH_INLINE int issue(ux_tp *f, ux_req *r)
     };
     r->posting = 1;
     ucs_status_ptr_t s = r->msg ? job.tag_msg_recv_nbx(f->w, r->buf, r->len, r->msg, &p)
-                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(r->b.lc, r->peer, r->tag),
-                                                   match_mask(r->peer, r->tag), &p);
+                                : job.tag_recv_nbx(f->w, r->buf, r->len, match_tag(r->b.lc, r->b.peer, r->b.tag),
+                                                   match_mask(r->b.peer, r->b.tag), &p);
     r->msg = NULL;
     return posted(r, s);
 }
 
-MSH_INLINE void describe(ux_tp *f, ux_req *r, msh_lane_comm *lc, const msh_tp_msg *m)
+/* A new request of the lane's (lane.h's make). */
+static msh_lane_req *make(msh_lane_tp *l, int recv)
 {
-    r->op = m->mode == MSH_TP_RECV ? OP_RECV : OP_SEND;
-    r->mode = (uint8_t)m->mode;
-    r->ubuf = (void *)(uintptr_t)m->buf;
-    r->count = m->count;
-    /* a nonblocking send packs at once; the others use the type later */
-    r->dt = msh_lane_type_of(&f->l.named, &r->b, m->dt, r->op == OP_RECV || r->b.persistent);
-    r->peer = m->peer;
-    r->tag = m->tag;
-    r->b.lc = lc;
-    r->b.comm = lc->comm;
-}
-
-/* A request for m on lc (lane.h's make). */
-static msh_lane_req *make(msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, int persistent)
-{
-    ux_tp *f = (ux_tp *)l;
-    ux_req *r = req_new(f);
-    if (!r)
-        return NULL;
-    r->b.persistent = (uint8_t)persistent;
-    describe(f, r, lc, m);
-    return &r->b;
+    ux_req *r = req_new((ux_tp *)l);
+    if (r)
+        r->op = recv ? OP_RECV : OP_SEND;
+    return r ? &r->b : NULL;
 }
 
 /* A standard or ready send of a named type first tries to finish inside
@@ -573,10 +550,10 @@ static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype 
         return MPI_ERR_REQUEST;
     tp->carried++;
     r->op = OP_RECV;
-    r->mode = MSH_TP_RECV;
-    r->ubuf = buf;
-    r->count = count;
-    r->dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
+    r->b.mode = MSH_TP_RECV;
+    r->b.ubuf = buf;
+    r->b.count = count;
+    r->b.dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
     int rc = issue(f, r);
     if (rc != MPI_SUCCESS)
         return rc;
