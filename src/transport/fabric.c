@@ -1065,6 +1065,12 @@ static const msh_lane_ops fab_lane_ops = {
     .cancel = cancel,
 };
 
+static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+{
+    return msh_lane_post(tp, &fab_lane_ops, m, ctx, treq, p);
+}
+static int fab_send_now(msh_tp *tp, const msh_tp_msg *m) { return msh_lane_send_now(tp, &fab_lane_ops, m); }
+
 #define MSG_SLOT_BITS MSH_LANE_MSG_SLOT_BITS
 #define msg_enc msh_lane_msg_enc
 #define msg_dec msh_lane_msg_dec
@@ -1276,8 +1282,8 @@ static void fab_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_
 
 static const msh_tp_ops fab_ops = {
     .name = "fabric",
-    .post = msh_lane_op_post,
-    .send_now = msh_lane_op_send_now,
+    .post = fab_post,
+    .send_now = fab_send_now,
     .init = msh_lane_op_init,
     .start = msh_lane_op_start,
     .track = msh_lane_op_track,

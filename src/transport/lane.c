@@ -861,79 +861,15 @@ void msh_lane_release(msh_lane_q *q, msh_lane_req *r, msh_tp_req *treq)
 
 /* ------------------------------------------------------------ operations every lane shares */
 
-/* The communicator m goes on, if the lane carries it and the peer is a
- * process (MPI_PROC_NULL stays with the host, which completes it). */
-static inline msh_lane_comm *carried(const msh_tp_msg *m)
-{
-    return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_msg(m);
-}
-
-/* A request of the lane's for m on lc: made inactive (persistent), or
- * issued; its word in *treq. */
-static int new_req(msh_lane_tp *l, msh_lane_comm *lc, const msh_tp_msg *m, int persistent, msh_tp_req *treq,
-                   msh_lane_req **made)
-{
-    if (l->closed)
-        return MPI_ERR_OTHER;
-    msh_lane_req *r = l->ops->make(l, m->mode == MSH_TP_RECV);
-    if (!r)
-        return MPI_ERR_NO_MEM;
-    r->persistent = (uint8_t)persistent;
-    msh_lane_describe(&l->named, r, lc, m);
-    int rc = persistent ? MPI_SUCCESS : l->ops->issue(l, r);
-    if (rc != MPI_SUCCESS) {
-        if (!r->orphan)
-            msh_lane_req_free(&l->q, r);
-        return rc;
-    }
-    *treq = msh_lane_enc(r->slot);
-    *made = r;
-    return MPI_SUCCESS;
-}
-
-int msh_lane_op_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
-{
-    msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_comm *lc = carried(m);
-    int rc;
-    if (!lc) {
-        rc = msh_tp_post(l->host, m, ctx, treq, p);
-        msh_lane_set_tracked(l);
-        return rc;
-    }
-    msh_lane_req *r = NULL;
-    rc = msh_lane_check(m, lc);
-    if (rc == MPI_SUCCESS && !(msh_lane_at_once_mode(m->mode) && l->ops->send_at_once(l, lc, m, treq)))
-        rc = new_req(l, lc, m, 0, treq, &r);
-    if (rc == MPI_SUCCESS) {
-        tp->carried++;
-        msh_lane_post_track(&l->q, r, ctx, treq, p);
-        if (p->how == MSH_TP_TRACKED)
-            msh_lane_set_tracked(l);
-    }
-    return msh_lane_posted(tp, rc);
-}
-
-int msh_lane_op_send_now(msh_tp *tp, const msh_tp_msg *m)
-{
-    msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_comm *lc = carried(m);
-    msh_tp_req t;
-    if (!lc || msh_lane_check(m, lc) != MPI_SUCCESS || !l->ops->send_at_once(l, lc, m, &t))
-        return 0;
-    tp->carried++;
-    return 1;
-}
-
 int msh_lane_op_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq)
 {
     msh_lane_tp *l = msh_lane_tp_of(tp);
-    msh_lane_comm *lc = carried(m);
+    msh_lane_comm *lc = msh_lane_carried(m);
     if (!lc)
         return msh_tp_init(l->host, m, treq);
     msh_lane_req *r;
     int rc = msh_lane_check(m, lc);
-    return msh_lane_posted(tp, rc == MPI_SUCCESS ? new_req(l, lc, m, 1, treq, &r) : rc);
+    return msh_lane_posted(tp, rc == MPI_SUCCESS ? msh_lane_new_req(l, l->ops, lc, m, 1, treq, &r) : rc);
 }
 
 int msh_lane_op_start(msh_tp *tp, msh_tp_req *treq)

@@ -537,12 +537,79 @@ static inline void msh_lane_set_tracked(msh_lane_tp *l)
     atomic_store_explicit(&l->base.busy, l->base.ntracked + l->untracked + 1, memory_order_relaxed);
 }
 
-/* The transport operations every lane does alike (transport.h): a
+/* The communicator m goes on, if the lane carries it and the peer is a
+ * process (MPI_PROC_NULL stays with the host, which completes it). */
+static inline msh_lane_comm *msh_lane_carried(const msh_tp_msg *m)
+{
+    return m->peer == MPI_PROC_NULL ? NULL : msh_lane_comm_msg(m);
+}
+
+/* A request of the lane's for m on lc: made inactive (persistent), or
+ * issued; its word in *treq. */
+MSH_INLINE int msh_lane_new_req(msh_lane_tp *l, const msh_lane_ops *ops, msh_lane_comm *lc, const msh_tp_msg *m,
+                                int persistent, msh_tp_req *treq, msh_lane_req **made)
+{
+    if (l->closed)
+        return MPI_ERR_OTHER;
+    msh_lane_req *r = ops->make(l, m->mode == MSH_TP_RECV);
+    if (!r)
+        return MPI_ERR_NO_MEM;
+    r->persistent = (uint8_t)persistent;
+    msh_lane_describe(&l->named, r, lc, m);
+    int rc = persistent ? MPI_SUCCESS : ops->issue(l, r);
+    if (rc != MPI_SUCCESS) {
+        if (!r->orphan)
+            msh_lane_req_free(&l->q, r);
+        return rc;
+    }
+    *treq = msh_lane_enc(r->slot);
+    *made = r;
+    return MPI_SUCCESS;
+}
+
+/* A lane's post and send_now (transport.h), once per message: inline in
+ * the lane with its own ops, a constant there, so that the compiler calls
+ * the lane's functions directly (or inlines them) instead of through
+ * pointers (NEWS has the cost of the pointers). A message on a communicator the lane does not carry, or to MPI_PROC_NULL,
+ * goes to the host transport under it. */
+MSH_INLINE int msh_lane_post(msh_tp *tp, const msh_lane_ops *ops, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
+                             msh_tp_posted *p)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_comm *lc = msh_lane_carried(m);
+    int rc;
+    if (!lc) {
+        rc = msh_tp_post(l->host, m, ctx, treq, p);
+        msh_lane_set_tracked(l);
+        return rc;
+    }
+    msh_lane_req *r = NULL;
+    rc = msh_lane_check(m, lc);
+    if (rc == MPI_SUCCESS && !(msh_lane_at_once_mode(m->mode) && ops->send_at_once(l, lc, m, treq)))
+        rc = msh_lane_new_req(l, ops, lc, m, 0, treq, &r);
+    if (rc == MPI_SUCCESS) {
+        tp->carried++;
+        msh_lane_post_track(&l->q, r, ctx, treq, p);
+        if (p->how == MSH_TP_TRACKED)
+            msh_lane_set_tracked(l);
+    }
+    return msh_lane_posted(tp, rc);
+}
+MSH_INLINE int msh_lane_send_now(msh_tp *tp, const msh_lane_ops *ops, const msh_tp_msg *m)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_comm *lc = msh_lane_carried(m);
+    msh_tp_req t;
+    if (!lc || msh_lane_check(m, lc) != MPI_SUCCESS || !ops->send_at_once(l, lc, m, &t))
+        return 0;
+    tp->carried++;
+    return 1;
+}
+
+/* The other transport operations every lane does alike (transport.h): a
  * message on a communicator the lane does not carry, or to MPI_PROC_NULL,
  * and a request word that is not the lane's go to the host transport
  * under it. */
-int msh_lane_op_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p);
-int msh_lane_op_send_now(msh_tp *tp, const msh_tp_msg *m);
 int msh_lane_op_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
 int msh_lane_op_start(msh_tp *tp, msh_tp_req *treq);
 int msh_lane_op_cancel(msh_tp *tp, msh_tp_req *treq);

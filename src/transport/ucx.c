@@ -479,6 +479,12 @@ static const msh_lane_ops ux_lane_ops = {
     .cancel = cancel,
 };
 
+static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+{
+    return msh_lane_post(tp, &ux_lane_ops, m, ctx, treq, p);
+}
+static int ux_send_now(msh_tp *tp, const msh_tp_msg *m) { return msh_lane_send_now(tp, &ux_lane_ops, m); }
+
 static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
                     MPI_Status *status)
 {
@@ -588,8 +594,8 @@ static void ux_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_e
 
 static const msh_tp_ops ux_ops = {
     .name = "ucx",
-    .post = msh_lane_op_post,
-    .send_now = msh_lane_op_send_now,
+    .post = ux_post,
+    .send_now = ux_send_now,
     .init = msh_lane_op_init,
     .start = msh_lane_op_start,
     .track = msh_lane_op_track,
