@@ -570,8 +570,9 @@ MSH_INLINE int msh_lane_new_req(msh_lane_tp *l, const msh_lane_ops *ops, msh_lan
 /* A lane's post and send_now (transport.h), once per message: inline in
  * the lane with its own ops, a constant there, so that the compiler calls
  * the lane's functions directly (or inlines them) instead of through
- * pointers (NEWS has the cost of the pointers). A message on a communicator the lane does not carry, or to MPI_PROC_NULL,
- * goes to the host transport under it. */
+ * pointers (NEWS has what the pointers cost). A message on a communicator
+ * the lane does not carry, or to MPI_PROC_NULL, goes to the host
+ * transport under it. */
 MSH_INLINE int msh_lane_post(msh_tp *tp, const msh_lane_ops *ops, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
                              msh_tp_posted *p)
 {
