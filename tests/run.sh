@@ -294,6 +294,21 @@ expect_psm_stubbed() {
     fi
 }
 
+# A job with a libfabric lane, each process traced by strace into
+# $kallsyms_dir: it passed, libfabric was opened, /proc/kallsyms never
+# (the verbs provider reads it at libfabric's first query: most of a
+# libfabric lane's start-up; the shim hides it there on a node without an
+# RDMA device).
+kallsyms_dir=""
+expect_no_kallsyms() {
+    [ -z "$(expect_ok "$@")" ] || { expect_ok "$@"; return; }
+    local n
+    n=$(cat "$kallsyms_dir"/open.* 2>/dev/null | grep -c 'libfabric\.so')
+    [ "$n" -ge 2 ] || { echo "libfabric opened by $n processes' traces, expected 2"; return; }
+    n=$(cat "$kallsyms_dir"/open.* | grep -c '/proc/kallsyms')
+    [ "$n" -eq 0 ] || echo "/proc/kallsyms opened $n times"
+}
+
 # crash raw and under the shim: the same exit status (139 = killed by SIGSEGV
 # for a singleton), and what the launcher says about a signal in both or neither.
 expect_same_crash() {
@@ -860,8 +875,26 @@ for host in "${hosts[@]}"; do
                          echo "== rc $?"; ls /dev/shm | grep -vxF -f "$1.before" | grep -E "^[0-9]+:" | sed "s/^/== new: /"; rm -f "$1.before"' \
                 _ "$logdir/shmkill-$host" "${launch[@]}" -np 2 "$proc/crash" kill
         fi
+        n="fabric tcp: libfabric's first query reads no /proc/kallsyms"
+        if [ -n "$filter" ] && ! grep -qE -- "$filter" <<< "$host $n"; then
+            :
+        elif ! command -v strace > /dev/null || [ -n "$(ls /sys/class/infiniband 2> /dev/null)" ]; then
+            skipped=$((skipped + 1))
+            printf 'SKIP %-58s       %s\n' "$host $n" "$(command -v strace > /dev/null && echo "this node has an RDMA device" || echo "no strace")"
+        else
+            kallsyms_dir=$logdir/kallsyms-$host
+            rm -rf "$kallsyms_dir"
+            mkdir -p "$kallsyms_dir"
+            run_case "$host $n" expect_no_kallsyms \
+                env MPISHIM_FABRIC=tcp MPISHIM_NUM_VCIS=2 "${launch[@]}" -np 2 \
+                strace -ff -qq -e trace=open,openat -o "$kallsyms_dir/open" "$proc/deps_clean"
+        fi
+        n="deps_clean np2 tcp lane: PSM stand-ins"
         if ls /dev | grep -qE '^(hfi1|ipath)'; then
-            printf 'SKIP %-58s       %s\n' "$host deps_clean np2 tcp lane: PSM stand-ins" "this node has a PSM adapter"
+            if [ -z "$filter" ] || grep -qE -- "$filter" <<< "$host $n"; then
+                skipped=$((skipped + 1))
+                printf 'SKIP %-58s       %s\n' "$host $n" "this node has a PSM adapter"
+            fi
         else
             run_case "$host deps_clean np2 tcp lane: PSM stand-ins, handlers as raw" expect_psm_stubbed \
                 env MPISHIM_FABRIC=tcp bash -c "$raw_then_shim_np2" \

@@ -14,6 +14,7 @@ PKGS=(
     libucx-dev
     iproute2 iptables util-linux   # multi-node tests: ip netns, loss rules, unshare
     gdb procps                     # the stacks of a test case that timed out (pgrep)
+    strace                         # what files a lane's start-up reads
 )
 case ${1:-} in
     "") ;;

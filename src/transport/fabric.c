@@ -71,6 +71,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/mman.h>
@@ -81,6 +82,7 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include "core/rebind.h"
 #include "transport/lane.h"
 
 #define TAG_ACK (1ULL << 63)
@@ -229,6 +231,45 @@ static size_t rxm_eager_bytes(void)
     return n;
 }
 
+/* libfabric's verbs provider, which the first query starts whatever
+ * provider it names, reads all of /proc/kallsyms twice to learn whether
+ * the kernel registers dma-buf memory: most of a libfabric lane's start-up
+ * (docs/design.md). Only an RDMA device could use the answer, so on a node
+ * without one libfabric's own calls to fopen find no such file during the
+ * query (core/rebind.h); nothing else in the process is touched. */
+static FILE *quiet_fopen(const char *path, const char *mode)
+{
+    if (path && strcmp(path, "/proc/kallsyms") == 0) {
+        errno = ENOENT;
+        return NULL;
+    }
+    return fopen(path, mode);
+}
+
+static int rdma_device(void)
+{
+    DIR *d = opendir("/sys/class/infiniband");
+    int found = 0;
+    for (struct dirent *e; d && !found && (e = readdir(d));)
+        found = e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return found;
+}
+
+static int getinfo_quiet(const struct fi_info *hints, struct fi_info **info)
+{
+    static const char *const names[] = { "fopen", "fopen64" };
+    msh_rebind rb[2] = { { .n = 0 }, { .n = 0 } };
+    if (!rdma_device())
+        for (int i = 0; i < 2; i++)
+            msh_rebind_import(job.lib, names[i], (void *)quiet_fopen, &rb[i]);
+    int rc = job.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, info);
+    for (int i = 0; i < 2; i++)
+        msh_rebind_restore(&rb[i]);
+    return rc;
+}
+
 static const char *query(const char *prov)
 {
     struct fi_info *hints = job.dupinfo(NULL);
@@ -245,7 +286,7 @@ static const char *query(const char *prov)
     hints->tx_attr->msg_order = FI_ORDER_SAS;
     hints->rx_attr->msg_order = FI_ORDER_SAS;
     hints->fabric_attr->prov_name = strdup(prov);
-    int rc = job.getinfo(FI_VERSION(1, 9), NULL, NULL, 0, hints, &job.info);
+    int rc = getinfo_quiet(hints, &job.info);
     job.freeinfo(hints);
     if (rc != 0 || !job.info)
         return "the provider offers no tagged, ordered, directed-receive endpoint";
