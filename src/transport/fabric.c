@@ -1098,12 +1098,18 @@ static void cancel(msh_lane_tp *l, msh_lane_req *b)
         fi_cancel(&((fab_tp *)l)->ep->fid, &r->main.f);
 }
 
+static int lane_probe(msh_lane_tp *l, msh_lane_comm *fc, int source, int tag, int *flag, msh_lane_req **claimed,
+                      MPI_Status *status);
+static int lane_recv_claimed(msh_lane_tp *l, msh_lane_req *r);
+
 static const msh_lane_ops fab_lane_ops = {
     .progress = lane_progress,
     .send_at_once = send_at_once,
     .make = make,
     .issue = lane_issue,
     .cancel = cancel,
+    .probe = lane_probe,
+    .recv_claimed = lane_recv_claimed,
 };
 
 static int fab_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
@@ -1198,20 +1204,12 @@ static int peek(fab_tp *f, fab_req *r, fab_comm *fc, int source, int tag, int cl
     return MPI_SUCCESS;
 }
 
-static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
-                     MPI_Status *status)
+static int lane_probe(msh_lane_tp *l, msh_lane_comm *fc, int source, int tag, int *flag, msh_lane_req **claimed,
+                      MPI_Status *status)
 {
-    fab_tp *f = fab_of(tp);
-    fab_comm *fc = source == MPI_PROC_NULL ? NULL : comm_of(comm);
-    if (!fc)
-        return msh_tp_probe(f->l.host, source, tag, comm, flag, message, status);
-    int rc = msh_lane_check_peer(fc, source, tag, 1);
-    if (rc != MPI_SUCCESS)
-        return msh_lane_posted(tp, rc);
-    if (f->l.closed)
-        return MPI_ERR_OTHER;
+    fab_tp *f = (fab_tp *)l;
     fab_req pr, *r = &pr;
-    if (message) {
+    if (claimed) {
         r = req_new(f);
         if (!r || r->b.slot >= (1 << MSG_SLOT_BITS)) {
             if (r)
@@ -1222,41 +1220,25 @@ static int fab_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, 
         memset(&pr, 0, sizeof pr);
         pr.main.req = &pr;
     }
-    rc = job.nopeek ? peek_held(f, r, fc, source, tag, message != NULL, flag)
-                    : peek(f, r, fc, source, tag, message != NULL, flag);
-    set_tracked(f);
-    if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE) {
-        int err = msh_lane_probe_error(status->MPI_ERROR, message != NULL);
+    int rc = job.nopeek ? peek_held(f, r, fc, source, tag, claimed != NULL, flag)
+                        : peek(f, r, fc, source, tag, claimed != NULL, flag);
+    if (rc == MPI_SUCCESS && *flag && status != MPI_STATUS_IGNORE)
         *status = r->b.status;
-        status->MPI_ERROR = err;
-    }
-    if (message && (rc != MPI_SUCCESS || !*flag))
+    if (claimed && (rc != MPI_SUCCESS || !*flag))
         req_free(f, r);
-    else if (message) {
-        r->b.lc = fc;
-        r->b.comm = fc->comm;
-        *message = msg_enc(tp->idx, r->b.slot);
-    }
+    else if (claimed)
+        *claimed = &r->b;
     return rc;
 }
 
-/* Receive a message a matched probe on this VCI claimed. */
-/* The lane's receive of the message that the request in slot claimed. */
-static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count, MPI_Datatype dt,
-                        MPI_Message *message, msh_tp_req *treq, fab_req **made)
+/* The lane's receive of the message that r, a matched probe's, claimed. */
+static int lane_recv_claimed(msh_lane_tp *l, msh_lane_req *b)
 {
-    msh_tp *tp = &f->l.base;
-    fab_req *r = vci == tp->idx && slot < f->l.q.nslots ? (fab_req *)f->l.q.slots[slot] : NULL;
-    *made = r;
-    if (!r || r->op != OP_PROBE)
+    fab_tp *f = (fab_tp *)l;
+    fab_req *r = (fab_req *)b;
+    if (r->op != OP_PROBE)
         return MPI_ERR_REQUEST;
-    tp->carried++;
     r->op = OP_RECV;
-    r->b.mode = MSH_TP_RECV;
-    r->b.ubuf = buf;
-    r->b.count = count;
-    r->b.dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
-    memset(&r->b.status, 0, sizeof r->b.status);
     int rc = buffer_of(f, r, &r->buf, &r->len);
     if (rc != MPI_SUCCESS)
         return rc;
@@ -1267,8 +1249,6 @@ static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count
             return MPI_ERR_REQUEST;
         r->pending = 1;
         r->b.active = 1;
-        *message = MPI_MESSAGE_NULL;
-        *treq = enc(r->b.slot);
         deliver_held(f, r, h);
         return MPI_SUCCESS;
     }
@@ -1285,23 +1265,7 @@ static int recv_claimed(fab_tp *f, int vci, int slot, void *buf, MPI_Count count
         return fi_error((int)frc);
     r->pending = 1;
     r->b.active = 1;
-    *message = MPI_MESSAGE_NULL;
-    *treq = enc(r->b.slot);
     return MPI_SUCCESS;
-}
-
-static int fab_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                            void *ctx, msh_tp_req *treq, msh_tp_posted *p)
-{
-    fab_tp *f = fab_of(tp);
-    int vci, slot, rc;
-    fab_req *r;
-    if (!msg_dec(*message, &vci, &slot))
-        rc = msh_tp_post_matched(f->l.host, buf, count, dt, message, ctx, treq, p);
-    else if ((rc = recv_claimed(f, vci, slot, buf, count, dt, message, treq, &r)) == MPI_SUCCESS)
-        msh_lane_post_track(&f->l.q, &r->b, ctx, treq, p);
-    set_tracked(f);
-    return rc;
 }
 
 /* Called at finalize under the VCI's lock. The endpoint must be closed:
@@ -1331,8 +1295,8 @@ static const msh_tp_ops fab_ops = {
     .poll = msh_lane_op_poll,
     .tracked = msh_lane_op_tracked,
     .cancel = msh_lane_op_cancel,
-    .probe = fab_probe,
-    .post_matched = fab_post_matched,
+    .probe = msh_lane_op_probe,
+    .post_matched = msh_lane_op_post_matched,
     .wait = msh_lane_op_wait,
     .test = msh_lane_op_test,
     .release = msh_lane_op_release,

@@ -895,6 +895,65 @@ int msh_lane_op_cancel(msh_tp *tp, msh_tp_req *treq)
     return MPI_SUCCESS;
 }
 
+int msh_lane_op_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                      MPI_Status *status)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    msh_lane_comm *lc = source == MPI_PROC_NULL ? NULL : msh_lane_comm_of(comm);
+    if (!lc)
+        return msh_tp_probe(l->host, source, tag, comm, flag, message, status);
+    int rc = msh_lane_check_peer(lc, source, tag, 1);
+    if (rc != MPI_SUCCESS)
+        return msh_lane_posted(tp, rc);
+    if (l->closed)
+        return MPI_ERR_OTHER;
+    int err = status != MPI_STATUS_IGNORE ? msh_lane_probe_error(status->MPI_ERROR, message != NULL) : 0;
+    msh_lane_req *r = NULL;
+    rc = l->ops->probe(l, lc, source, tag, flag, message ? &r : NULL, status);
+    msh_lane_set_tracked(l);
+    if (rc != MPI_SUCCESS || !*flag)
+        return rc;
+    if (status != MPI_STATUS_IGNORE)
+        status->MPI_ERROR = err;
+    if (r) {
+        r->claimed = 1;
+        r->lc = lc;
+        r->comm = lc->comm;
+        *message = msh_lane_msg_enc(tp->idx, r->slot);
+    }
+    return MPI_SUCCESS;
+}
+
+int msh_lane_op_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
+                             void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+{
+    msh_lane_tp *l = msh_lane_tp_of(tp);
+    int vci, slot, rc;
+    if (!msh_lane_msg_dec(*message, &vci, &slot)) {
+        rc = msh_tp_post_matched(l->host, buf, count, dt, message, ctx, treq, p);
+        msh_lane_set_tracked(l);
+        return rc;
+    }
+    msh_lane_req *r = vci == tp->idx && slot < l->q.nslots ? l->q.slots[slot] : NULL;
+    if (!r || !r->claimed)
+        return MPI_ERR_REQUEST;
+    tp->carried++;
+    r->claimed = 0;
+    r->mode = MSH_TP_RECV;
+    r->ubuf = buf;
+    r->count = count;
+    r->dt = msh_lane_type_of(&l->named, r, dt, 1);
+    memset(&r->status, 0, sizeof r->status);
+    rc = l->ops->recv_claimed(l, r);
+    if (rc == MPI_SUCCESS) {
+        *message = MPI_MESSAGE_NULL;
+        *treq = msh_lane_enc(r->slot);
+        msh_lane_post_track(&l->q, r, ctx, treq, p);
+    }
+    msh_lane_set_tracked(l);
+    return rc;
+}
+
 int msh_lane_op_track(msh_tp *tp, void *ctx, msh_tp_req treq)
 {
     msh_lane_tp *l = msh_lane_tp_of(tp);

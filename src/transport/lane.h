@@ -261,6 +261,7 @@ typedef struct msh_lane_req {
     int tsize1;
     uint8_t persistent, active, tracked, orphan;
     uint8_t has_kept;
+    uint8_t claimed;           /* holds a message a matched probe took (its MPI_Message) */
 } msh_lane_req;
 
 /* The type r's operation uses for dt, with its size noted in r when dt
@@ -505,6 +506,15 @@ typedef struct msh_lane_ops {
      * send that left: MPI allows that, its status then says so) it
      * leaves alone. */
     void (*cancel)(struct msh_lane_tp *l, msh_lane_req *r);
+    /* Look for a message from source with tag on lc (both checked, the
+     * lane open): *flag, and when found *status but its MPI_ERROR (unless
+     * MPI_STATUS_IGNORE) and, with claimed, the message taken into a
+     * request of the lane's, *claimed, which nothing else can match. */
+    int (*probe)(struct msh_lane_tp *l, msh_lane_comm *lc, int source, int tag, int *flag, msh_lane_req **claimed,
+                 MPI_Status *status);
+    /* Receive the message r claimed, r now described as the receive;
+     * on success r is active. */
+    int (*recv_claimed)(struct msh_lane_tp *l, msh_lane_req *r);
 } msh_lane_ops;
 
 /* A lane's instance starts with this part, which the operations below
@@ -614,6 +624,10 @@ MSH_INLINE int msh_lane_send_now(msh_tp *tp, const msh_lane_ops *ops, const msh_
 int msh_lane_op_init(msh_tp *tp, const msh_tp_msg *m, msh_tp_req *treq);
 int msh_lane_op_start(msh_tp *tp, msh_tp_req *treq);
 int msh_lane_op_cancel(msh_tp *tp, msh_tp_req *treq);
+int msh_lane_op_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                      MPI_Status *status);
+int msh_lane_op_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
+                             void *ctx, msh_tp_req *treq, msh_tp_posted *p);
 int msh_lane_op_track(msh_tp *tp, void *ctx, msh_tp_req treq);
 int msh_lane_op_poll(msh_tp *tp, const msh_tp_done **done);
 void *msh_lane_op_tracked(msh_tp *tp, int k);

@@ -471,12 +471,18 @@ static void cancel(msh_lane_tp *l, msh_lane_req *b)
         job.request_cancel(((ux_tp *)l)->w, r->ureq);
 }
 
+static int lane_probe(msh_lane_tp *l, msh_lane_comm *lc, int source, int tag, int *flag, msh_lane_req **claimed,
+                      MPI_Status *status);
+static int lane_recv_claimed(msh_lane_tp *l, msh_lane_req *r);
+
 static const msh_lane_ops ux_lane_ops = {
     .progress = lane_progress,
     .send_at_once = send_at_once,
     .make = make,
     .issue = lane_issue,
     .cancel = cancel,
+    .probe = lane_probe,
+    .recv_claimed = lane_recv_claimed,
 };
 
 static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq, msh_tp_posted *p)
@@ -485,38 +491,21 @@ static int ux_post(msh_tp *tp, const msh_tp_msg *m, void *ctx, msh_tp_req *treq,
 }
 static int ux_send_now(msh_tp *tp, const msh_tp_msg *m) { return msh_lane_send_now(tp, &ux_lane_ops, m); }
 
-static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
-                    MPI_Status *status)
+static int lane_probe(msh_lane_tp *l, msh_lane_comm *lc, int source, int tag, int *flag, msh_lane_req **claimed,
+                      MPI_Status *status)
 {
-    ux_tp *f = ux_of(tp);
-    msh_lane_comm *lc = source == MPI_PROC_NULL ? NULL : msh_lane_comm_of(comm);
-    if (!lc)
-        return msh_tp_probe(f->l.host, source, tag, comm, flag, message, status);
-    int rc = msh_lane_check_peer(lc, source, tag, 1);
-    if (rc != MPI_SUCCESS)
-        return msh_lane_posted(tp, rc);
-    if (f->l.closed)
-        return MPI_ERR_OTHER;
+    ux_tp *f = (ux_tp *)l;
     ucp_tag_recv_info_t info;
-    ucp_tag_message_h m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), message != NULL,
+    ucp_tag_message_h m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), claimed != NULL,
                                            &info);
     if (!m) { /* what has arrived may not be in the queue yet */
         progress(f);
-        m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), message != NULL, &info);
+        m = job.tag_probe_nb(f->w, match_tag(lc, source, tag), match_mask(source, tag), claimed != NULL, &info);
     }
-    set_tracked(f);
     *flag = m != NULL;
     if (!m)
         return MPI_SUCCESS;
-    if (status != MPI_STATUS_IGNORE) {
-        int err = msh_lane_probe_error(status->MPI_ERROR, message != NULL);
-        memset(status, 0, sizeof *status);
-        status->MPI_ERROR = err;
-        status->MPI_SOURCE = (int)((info.sender_tag & SRC_MASK) >> SRC_SHIFT);
-        status->MPI_TAG = (int)(info.sender_tag & TAG_MASK);
-        msh_lane_set_bytes(status, info.length);
-    }
-    if (message) {
+    if (claimed) {
         ux_req *r = req_new(f);
         if (!r || r->b.slot >= (1 << MSH_LANE_MSG_SLOT_BITS)) {
             /* the message is taken: it can only be dropped */
@@ -534,40 +523,24 @@ static int ux_probe(msh_tp *tp, int source, int tag, MPI_Comm comm, int *flag, M
         }
         r->op = OP_PROBE;
         r->msg = m;
-        r->b.lc = lc;
-        r->b.comm = lc->comm;
-        *message = msh_lane_msg_enc(tp->idx, r->b.slot);
+        *claimed = &r->b;
+    }
+    if (status != MPI_STATUS_IGNORE) {
+        memset(status, 0, sizeof *status);
+        status->MPI_SOURCE = (int)((info.sender_tag & SRC_MASK) >> SRC_SHIFT);
+        status->MPI_TAG = (int)(info.sender_tag & TAG_MASK);
+        msh_lane_set_bytes(status, info.length);
     }
     return MPI_SUCCESS;
 }
 
-static int ux_post_matched(msh_tp *tp, void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message,
-                           void *ctx, msh_tp_req *treq, msh_tp_posted *p)
+static int lane_recv_claimed(msh_lane_tp *l, msh_lane_req *b)
 {
-    ux_tp *f = ux_of(tp);
-    int vci, slot;
-    if (!msh_lane_msg_dec(*message, &vci, &slot)) {
-        int rc = msh_tp_post_matched(f->l.host, buf, count, dt, message, ctx, treq, p);
-        set_tracked(f);
-        return rc;
-    }
-    ux_req *r = vci == tp->idx && slot < f->l.q.nslots ? (ux_req *)f->l.q.slots[slot] : NULL;
-    if (!r || r->op != OP_PROBE || !r->msg)
+    ux_req *r = (ux_req *)b;
+    if (r->op != OP_PROBE || !r->msg)
         return MPI_ERR_REQUEST;
-    tp->carried++;
     r->op = OP_RECV;
-    r->b.mode = MSH_TP_RECV;
-    r->b.ubuf = buf;
-    r->b.count = count;
-    r->b.dt = msh_lane_type_of(&f->l.named, &r->b, dt, 1);
-    int rc = issue(f, r);
-    if (rc != MPI_SUCCESS)
-        return rc;
-    *message = MPI_MESSAGE_NULL;
-    *treq = msh_lane_enc(r->b.slot);
-    msh_lane_post_track(&f->l.q, &r->b, ctx, treq, p);
-    set_tracked(f);
-    return MPI_SUCCESS;
+    return issue((ux_tp *)l, r);
 }
 
 /* At finalize, under the VCI's lock: the endpoints and the worker go (its
@@ -602,8 +575,8 @@ static const msh_tp_ops ux_ops = {
     .poll = msh_lane_op_poll,
     .tracked = msh_lane_op_tracked,
     .cancel = msh_lane_op_cancel,
-    .probe = ux_probe,
-    .post_matched = ux_post_matched,
+    .probe = msh_lane_op_probe,
+    .post_matched = msh_lane_op_post_matched,
     .wait = msh_lane_op_wait,
     .test = msh_lane_op_test,
     .release = msh_lane_op_release,
