@@ -889,7 +889,7 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
      * at the request, and nothing to retire. */
     msh_request *sent = &msh_reqs.base[MSH_REQ_SENT_IDX];
     const MPI_Request sent_h = msh_req_sent_handle();
-    int vci = -1;
+    int vci = -1, nown = 0; /* nown: entries with a request of their own */
     if (n > MSH_WAITALL_FAST_MAX)
         return -1;
     for (int i = 0; i < n; i++) {
@@ -900,6 +900,7 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
             rv[i] = sent;
             continue;
         }
+        nown++;
         msh_request *r = msh_req_of(reqs[i]);
         if (!r || msh_req_polled(r))
             return -1; /* a host request, a stale handle (refused there), or polled */
@@ -925,9 +926,12 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
             msh_sync_wait(&s, attached);
         msh_sync_finish(&s, attached);
     }
+    /* The shared sent status never holds an error: a sender's array of
+     * them (the message-rate case) skips the look. */
     int err_in_status = 0;
-    for (int i = 0; i < n && !err_in_status; i++)
+    for (int i = 0; i < n && nown && !err_in_status; i++)
         err_in_status = rv[i] && rv[i]->status.MPI_ERROR != MPI_SUCCESS;
+    const int writes_req = host_writes_success(c, 0), writes_null = host_writes_success(c, 1);
     msh_vci *held = NULL;
     raise_state rs = { MSH_RAISE_ARRAY, 0 };
     for (int i = 0; i < n; i++) {
@@ -941,7 +945,7 @@ static int waitall_shim(int n, MPI_Request reqs[], const msh_completion *c)
         } else {
             msh_empty_status(sp);
         }
-        if ((err_in_status || host_writes_success(c, !rv[i])) && sp != MPI_STATUS_IGNORE)
+        if ((err_in_status || (rv[i] ? writes_req : writes_null)) && sp != MPI_STATUS_IGNORE)
             sp->MPI_ERROR = e;
     }
     release_held(held);
