@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "core/log.h"
 #include "core/topo.h"
@@ -741,8 +742,35 @@ static int poke_cancel(void *state, int complete)
     return MPI_SUCCESS;
 }
 
+/* The host's progress is the process's, not a VCI's: one poke moves what
+ * every lane poller would. T threads waiting on T VCIs at once would each
+ * enter the host every MSH_LANE_POKE_POLLS polls, T times as often as one
+ * waiting thread, and meet in it (MPICH's build has one global lock). So a
+ * VCI's turn pokes only when no thread of the process has poked in the
+ * last MSH_LANE_POKE_GAP_NS; a turn's clock read is one per that many
+ * polls. The stamp sits on a line of its own: it is read by every turn
+ * and written at most once a gap. */
+static struct {
+    _Alignas(MSH_CACHELINE) _Atomic uint64_t last_ns; /* the struct fills the line */
+} poke_gate;
+
+static int poke_turn(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    uint64_t last = atomic_load_explicit(&poke_gate.last_ns, memory_order_relaxed);
+    if (now - last < MSH_LANE_POKE_GAP_NS)
+        return 0;
+    /* One of the threads whose turns came together pokes. */
+    return atomic_compare_exchange_strong_explicit(&poke_gate.last_ns, &last, now, memory_order_relaxed,
+                                                   memory_order_relaxed);
+}
+
 void msh_lane_poke_host(msh_lane_q *q)
 {
+    if (!poke_turn())
+        return;
     if (q->poke == MPI_REQUEST_NULL &&
         PMPI_Grequest_start(poke_query, poke_free, poke_cancel, NULL, &q->poke) != MPI_SUCCESS) {
         q->poke = MPI_REQUEST_NULL;

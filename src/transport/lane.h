@@ -374,6 +374,11 @@ int msh_lane_track(msh_lane_q *q, msh_lane_req *r, void *ctx);
  * its VCI, and otherwise pokes the host's progress every
  * MSH_LANE_POKE_POLLS polls. */
 #define MSH_LANE_POKE_POLLS 32
+/* ... and, whichever VCI's turn it is, at most once per this many
+ * nanoseconds in the process (msh_lane_poke_host): less than 32 empty
+ * polls of one thread take, so that one waiting thread pokes as often as
+ * it would without the gap, and T waiting threads not T times as often. */
+#define MSH_LANE_POKE_GAP_NS 1000u
 void msh_lane_poke_host(msh_lane_q *q);
 static inline int msh_lane_host_poll(msh_lane_q *q, msh_tp *host, const msh_tp_done **hd)
 {
