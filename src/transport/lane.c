@@ -747,9 +747,9 @@ static int poke_cancel(void *state, int complete)
  * enter the host every MSH_LANE_POKE_POLLS polls, T times as often as one
  * waiting thread, and meet in it (MPICH's build has one global lock). So a
  * VCI's turn pokes only when no thread of the process has poked in the
- * last MSH_LANE_POKE_GAP_NS; a turn's clock read is one per that many
- * polls. The stamp sits on a line of its own: it is read by every turn
- * and written at most once a gap. */
+ * last MSH_LANE_POKE_GAP_NS, which costs a turn (one per
+ * MSH_LANE_POKE_POLLS polls) a clock read. The stamp sits on a line of its
+ * own: every turn reads it, at most one a gap writes it. */
 static struct {
     _Alignas(MSH_CACHELINE) _Atomic uint64_t last_ns; /* the struct fills the line */
 } poke_gate;
