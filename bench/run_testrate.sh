@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# Empty tests a second per thread, raw host vs mpishim, T threads at once.
+#
+#   bench/run_testrate.sh [openmpi] [mpich]     (default: every host built)
+#
+# For each host and each T in BENCH_TR_THREADS, runs build/<host>/bench/testrate
+# (make -C bench testrate builds it; see bench/testrate.c: each thread tests
+# a receive of its own that never matches, on a communicator of its own, for
+# 1 s; the mean over the threads, in million tests a second) on one rank:
+#
+#   raw         mpirun -np 1 testrate -t T          (the host alone)
+#   shim        through build/mpishim, the defaults
+#   ucx         MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=T: a UCX worker per thread
+#   everywhere  mpirun -np T testrate -t 1: T single-threaded ranks
+#   baseline    BENCH_BASELINE_OF (default ucx) with the library of another
+#               build folder, BENCH_BASELINE (only then): before/after a
+#               change in one run
+#
+# A receive whose cancel does not show in its status fails the run. Runs
+# alternate: each round runs every T once in each configuration, in an order
+# rotated from round to round. Open MPI gets --bind-to none.
+#
+# Output: per host a table of the median rate of each configuration and its
+# ratio to raw, also in bench/results/testrate-summary.txt with a machine
+# header; every run is one CSV line
+#   host,T,config,run,mtests_per_s_per_thread
+# in bench/results/testrate-<host>.csv (NaN for a failed run, whose output
+# is kept in bench/results/logs/). Exits 1 if any run failed.
+#
+# Environment:
+#   BENCH_TR_THREADS  threads T                              (default "1 2")
+#   BENCH_CONFIGS     comma list of configurations (default raw,shim,ucx,everywhere)
+#   BENCH_RUNS        rounds                                 (default 5)
+#   BENCH_TIMEOUT     seconds before a run is killed, NaN    (default 30)
+#   BENCH_RESULTS     output folder                   (default bench/results)
+#   BENCH_BASELINE, BENCH_BASELINE_OF  see baseline above
+# MPISHIM_* variables of the caller are removed: each configuration sets its own.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$here/lib.sh"
+bench_setup testrate
+tmo=${BENCH_TIMEOUT:-30}
+threads=${BENCH_TR_THREADS:-1 2}
+IFS=, read -r -a configs <<< "${BENCH_CONFIGS:-raw,shim,ucx,everywhere}"
+baseline=${BENCH_BASELINE:-}
+baseline_of=${BENCH_BASELINE_OF:-ucx}
+
+bench_posint BENCH_RUNS "$runs"
+bench_posint BENCH_TIMEOUT "$tmo"
+for t in $threads; do
+    if ! [[ $t =~ ^[1-9][0-9]*$ ]] || [ "$t" -gt 256 ]; then die "BENCH_TR_THREADS: '$t' is not a thread count (1..256)"; fi
+done
+[ -n "${threads// /}" ] || die "BENCH_TR_THREADS must not be empty"
+for c in "${configs[@]}"; do
+    case $c in raw|shim|ucx|everywhere|baseline) ;;
+        *) die "unknown configuration '$c' (raw shim ucx everywhere baseline)" ;;
+    esac
+done
+case $baseline_of in shim|ucx) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim or ucx" ;; esac
+if [ -n "$baseline" ]; then
+    [[ " ${configs[*]} " == *" baseline "* ]] || configs+=(baseline)
+else
+    for c in "${configs[@]}"; do [ "$c" != baseline ] || die "the baseline configuration needs BENCH_BASELINE"; done
+fi
+
+bench_hosts "$@"
+if [ -n "$baseline" ]; then
+    for h in "${hosts[@]}"; do
+        [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
+    done
+fi
+# shellcheck disable=SC2206  # one cell per T
+cells=($threads)
+bench_start
+
+bench_configs() { echo "${configs[*]}"; }
+
+# bench_run HOST T CONFIG ROUND CSV: one run, its CSV line; prints the rate
+# or "failed".
+bench_run() {
+    local host=$1 t=$2 cfg=$3 round=$4 csv=$5
+    local prog=$build/$host/bench/testrate lib=$build/$host/libmpishim.so as=$cfg
+    local -a cmd flags envs=()
+    # shellcheck disable=SC2206  # word splitting of the flags is intended
+    flags=($MPIRUN_FLAGS)
+    [ "$host" = openmpi ] && flags+=(--bind-to none)
+    if [ "$cfg" = baseline ]; then as=$baseline_of lib=$baseline/$host/libmpishim.so; fi
+    [ "$as" = ucx ] && envs=(MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t")
+    case $as in
+        raw) cmd=("$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t") ;;
+        everywhere) cmd=("$MPIRUN" "${flags[@]}" -np "$t" "$prog" -t 1) ;;
+        *) cmd=(env "${envs[@]}" "$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t") ;;
+    esac
+    local out rc line why="" want=1 log=$results/logs/testrate-$host-T$t-$cfg-run$round.log
+    case $as in raw|everywhere) want=0 ;; esac
+    out=$(timeout -k 10 "$tmo" "${cmd[@]}" 2>&1)
+    rc=$?
+    line=$(grep -m 1 '^testrate shim=' <<< "$out")
+    val() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<< " $line"; }
+    if [ $rc -eq 3 ]; then
+        why="$(val failures) receive(s) whose cancel did not show"
+    elif [ $rc -ne 0 ] || [ -z "$line" ] || [ "$(val shim)" != "$want" ]; then
+        why=$(bench_why "$rc" "$line" "$want")
+    fi
+    if [ -n "$why" ]; then
+        bench_fail "$log" "$host T=$t $cfg run $round" "$why" "$out" "${cmd[@]}"
+        echo "$host,$t,$cfg,$round,NaN" >> "$csv"
+        echo failed
+        return
+    fi
+    echo "$host,$t,$cfg,$round,$(val mtests_per_s_per_thread)" >> "$csv"
+    val mtests_per_s_per_thread
+}
+
+# bench_table HOST CSV: median rate per T and configuration, and each
+# configuration's ratio to raw (above 1: faster than the host).
+bench_table() {
+    local host=$1 csv=$2
+    awk -F, -v cfgs="${configs[*]}" -v order="${cells[*]}" "$bench_awk"'
+    $1 == "host" { next }
+    { key = $2 SUBSEP $3; if (isnum($5)) { n[key]++; v[key, n[key]] = $5 + 0 } else bad[key]++ }
+    END {
+        nc = split(cfgs, C, " "); nr = split(order, R, " ")
+        for (j = 1; j <= nc; j++) W[j] = length(C[j]) > 8 ? length(C[j]) : 8
+        printf "%3s |", "T"
+        for (j = 1; j <= nc; j++) printf " %*s", W[j] + 1, C[j]
+        printf " |"
+        for (j = 1; j <= nc; j++) if (C[j] != "raw") printf " %*s", W[j] + 4, C[j] "/raw"
+        printf "\n"
+        for (i = 1; i <= nr; i++) {
+            printf "%3s |", R[i]
+            r = med(R[i] SUBSEP "raw")
+            for (j = 1; j <= nc; j++) {
+                m = med(R[i] SUBSEP C[j])
+                printf " %*s%s", W[j], m == "" ? "-" : sprintf("%.2f", m), bad[R[i] SUBSEP C[j]] ? "*" : " "
+            }
+            printf " |"
+            for (j = 1; j <= nc; j++) if (C[j] != "raw") {
+                m = med(R[i] SUBSEP C[j])
+                printf " %*s", W[j] + 4, (m == "" || r == "" || r <= 0) ? "-" : sprintf("%.2fx", m / r)
+            }
+            printf "\n"
+        }
+        printf "million empty MPI_Test calls a second per thread, median of the runs (* some runs failed: the median is of the others)\n"
+    }' "$csv" | sed -e 's/ *$//'
+}
+
+header=$(
+    echo "Empty tests (bench/testrate.c): T threads of one rank, each testing a receive of its own that never"
+    echo "matches on a communicator of its own for 1 s (everywhere: T single-threaded ranks); million tests a"
+    echo "second per thread, median of $runs alternating runs per T and configuration; xN/raw above 1 is faster."
+    bench_header full
+    echo "configs: ${configs[*]}; T: $threads"
+    [ -z "$baseline" ] || echo "baseline = $baseline_of with the library of $baseline"
+    echo "Open MPI: --bind-to none. $cores cores: T busy threads above that are oversubscribed."
+)
+echo "$header"
+echo
+bench_rounds "host,T,config,run,mtests_per_s_per_thread" testrate- "T=" "${cells[@]}"
+bench_finish "; load average at the end: $(bench_loadavg)"
