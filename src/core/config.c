@@ -123,7 +123,7 @@ static const char *const docs[] = {
                          "through it again. The default is `combine`: with a core per thread it kept threads that share a "
                          "communicator near or above the raw host's rate, where `global` fell to half of it (figures in "
                          "NEWS.md); and `global` when `MPISHIM_COLL=host` is set, which queued posts rule out.",
-    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci` (and `combine` with a lane), a sweep of every VCI that no other thread progresses after this many unsuccessful polls.",
+    [MSH_CFG_SWEEP_POLLS] = "With `MPISHIM_PROGRESS=vci` (and `combine` with a lane), a sweep of every VCI that no other thread progresses after this many unsuccessful polls of a progress owner, or this many unsuccessful tests (`MPI_Test` and its kin) of one thread.",
     [MSH_CFG_WAIT] = "How a thread waits while another owns progress: yield-spin (`spin`), sleep on a condition "
                      "variable (`block`), or spin `MPISHIM_SPIN_US` and then sleep (`adaptive`).",
     [MSH_CFG_SPIN_US] = "With `MPISHIM_WAIT=adaptive`, microseconds of spinning before sleeping; also how long a "
