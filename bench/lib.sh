@@ -230,6 +230,30 @@ bench_rounds() {
     done
 }
 
+# --- baseline ------------------------------------------------------------
+
+# With BENCH_BASELINE set (the script's $baseline: another build folder), the
+# configuration "baseline" runs that folder's library: bench_baseline_configs
+# adds it to configs unless listed, and without BENCH_BASELINE refuses it;
+# bench_baseline_hosts (after bench_hosts) checks the folder has every host's
+# library.
+bench_baseline_configs() {
+    local c
+    if [ -n "$baseline" ]; then
+        [[ " ${configs[*]} " == *" baseline "* ]] || configs+=(baseline)
+    else
+        for c in "${configs[@]}"; do [ "$c" != baseline ] || die "the baseline configuration needs BENCH_BASELINE"; done
+    fi
+}
+
+bench_baseline_hosts() {
+    local h
+    [ -n "$baseline" ] || return 0
+    for h in "${hosts[@]}"; do
+        [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
+    done
+}
+
 # --- end -----------------------------------------------------------------
 
 # bench_finish TOTAL_NOTE [SUMMARY_FAILED [STDOUT_FAILED]]: the summary file

@@ -81,18 +81,9 @@ for c in "${configs[@]}"; do
     esac
 done
 case $baseline_of in shim|ucx|shm|tcp) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim, ucx, shm or tcp" ;; esac
-if [ -n "$baseline" ]; then
-    [[ " ${configs[*]} " == *" baseline "* ]] || configs+=(baseline)
-else
-    for c in "${configs[@]}"; do [ "$c" != baseline ] || die "the baseline configuration needs BENCH_BASELINE"; done
-fi
-
+bench_baseline_configs
 bench_hosts "$@"
-if [ -n "$baseline" ]; then
-    for h in "${hosts[@]}"; do
-        [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
-    done
-fi
+bench_baseline_hosts
 cells=()
 for s in $sizes; do for t in $threads; do cells+=("$t $s"); done; done
 bench_start

@@ -110,10 +110,8 @@ configs=("${multirate_configs[@]}")
 titles=(raw g-spin g-block g-adapt v-spin v-block v-adapt t-adapt c-adapt o-adapt serial tag tagT f-shm f-tcp ft-shm ucx ucxtag ucxdef everywh
         ceil-u ceil-s ceil-t)
 baseline=${BENCH_BASELINE:-}
+bench_baseline_hosts
 if [ -n "$baseline" ]; then
-    for h in "${hosts[@]}"; do
-        [ -f "$baseline/$h/libmpishim.so" ] || die "BENCH_BASELINE: $baseline/$h/libmpishim.so missing"
-    done
     baseline_of=${BENCH_BASELINE_OF:-combine-adaptive}
     case " ${multirate_configs[*]} " in
         *" $baseline_of "*) [ "$baseline_of" != raw ] && [ "$baseline_of" != everywhere ] &&
