@@ -501,9 +501,8 @@ int msh_progress_try(int vci)
      * does, once per MPISHIM_SWEEP_POLLS of them: a sweep looks at every
      * other VCI's lock and ownership, which the threads working there
      * write, so a loop of tests on T VCIs that swept each time passed
-     * those lines between the threads at every test (2 threads on 2 cores,
-     * np 1, each testing its own receive on its own VCI: 2.5 against 22
-     * million tests a second per thread alone). */
+     * those lines between the threads at every test (docs/design.md has
+     * what that cost). */
     if (n == 0 && d->poll == vci_poll && msh_progress_per_vci && ++try_misses >= (unsigned)msh_cfg.sweep_polls) {
         n = sweep_others(dom);
         try_misses = 0;
