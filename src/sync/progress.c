@@ -333,17 +333,15 @@ static long self_tid(void)
 
 static int take_ownership(msh_domain *d)
 {
-    if (atomic_load_explicit(&d->owned, memory_order_relaxed))
+    int free = 0;
+    /* The relaxed look first: a thread that finds the domain owned does
+     * not take the line away from the owner. */
+    if (atomic_load_explicit(&d->owned, memory_order_relaxed) ||
+        !atomic_compare_exchange_strong_explicit(&d->owned, &free, 1, memory_order_seq_cst, memory_order_relaxed))
         return 0;
-    pthread_mutex_lock(&d->mtx);
-    int got = !atomic_load_explicit(&d->owned, memory_order_relaxed);
-    if (got) {
-        atomic_store_explicit(&d->owned, 1, memory_order_relaxed);
-        d->owner_tid = self_tid();
-        d->st.ownerships++;
-    }
-    pthread_mutex_unlock(&d->mtx);
-    return got;
+    atomic_store_explicit(&d->owner_tid, self_tid(), memory_order_relaxed);
+    d->st.ownerships++;
+    return 1;
 }
 
 /* Under d->mtx, with the domain unowned: wake the first sleeper that still
@@ -361,11 +359,19 @@ static void handoff_locked(msh_domain *d)
     }
 }
 
+/* The store and the load are sequentially consistent against the
+ * sleeper's count and look (sync.h, msh_domain): a sleeper that this load
+ * misses sees the domain free. The handoff is under the mutex, which a
+ * sleeper holds from its count until it sleeps, so the signal finds it
+ * asleep. Another thread may own the domain again by then; then that
+ * owner's release hands off. */
 static void release_ownership(msh_domain *d)
 {
+    atomic_store_explicit(&d->owned, 0, memory_order_seq_cst);
+    if (MSH_LIKELY(atomic_load_explicit(&d->sleepers, memory_order_seq_cst) == 0))
+        return;
     pthread_mutex_lock(&d->mtx);
-    atomic_store_explicit(&d->owned, 0, memory_order_relaxed);
-    if (d->waiters)
+    if (!atomic_load_explicit(&d->owned, memory_order_relaxed))
         handoff_locked(d);
     pthread_mutex_unlock(&d->mtx);
 }
@@ -395,10 +401,15 @@ static void sleep_until_done_or_unowned(msh_domain *d, msh_sync *s, int needed)
         else
             d->waiters = s;
         d->waiters_tail = s;
-        s->sleeping = 1;
-        d->st.sleeps++;
-        sleep_on(&s->cond, &d->mtx);
-        s->sleeping = 0;
+        atomic_fetch_add_explicit(&d->sleepers, 1, memory_order_seq_cst);
+        /* Counted, then the look that release_ownership pairs with. */
+        if (atomic_load_explicit(&d->owned, memory_order_seq_cst)) {
+            s->sleeping = 1;
+            d->st.sleeps++;
+            sleep_on(&s->cond, &d->mtx);
+            s->sleeping = 0;
+        }
+        atomic_fetch_sub_explicit(&d->sleepers, 1, memory_order_relaxed);
         /* Unlink s (it may no longer be the head). */
         msh_sync **pp = &d->waiters, *prev = NULL;
         while (*pp && *pp != s) {

@@ -47,7 +47,7 @@ void msh_progress_describe(int i, msh_progress_info *out)
     msh_domain *d = &domains[i];
     pthread_mutex_lock(&d->mtx);
     out->owned = atomic_load_explicit(&d->owned, memory_order_relaxed);
-    out->owner_tid = d->owner_tid;
+    out->owner_tid = atomic_load_explicit(&d->owner_tid, memory_order_relaxed);
     out->sleepers = 0;
     for (msh_sync *w = d->waiters; w; w = w->next)
         out->sleepers++;

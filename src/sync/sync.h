@@ -45,7 +45,8 @@ typedef struct msh_sync {
 } msh_sync;
 
 typedef struct msh_domain_stats {
-    uint64_t ownerships, handoffs, sleeps, wakeups;
+    uint64_t ownerships;               /* by the owner, ordered by `owned` */
+    uint64_t handoffs, sleeps, wakeups; /* under the domain mutex */
 } msh_domain_stats;
 
 /* A domain's poll: one progress pass by its owner, returning the
@@ -55,11 +56,19 @@ typedef int (*msh_poll_fn)(void *arg, int dom, unsigned *misses);
 
 typedef struct msh_domain {
     _Alignas(MSH_CACHELINE) pthread_mutex_t mtx;
-    _Atomic int owned;      /* written under mtx; read without it by spinners */
-    long owner_tid;         /* under mtx: the owner's kernel thread id (watchdog report) */
-    msh_sync *waiters;      /* sleeping waiters, FIFO */
+    /* Taken by compare-and-swap and given back by a store, without the
+     * mutex: a test or wait that finds nothing pays two atomic operations,
+     * not two lock/unlock pairs. A sleeper counts itself in `sleepers`
+     * and then reads `owned`; a releaser clears `owned` and then reads
+     * `sleepers` (both sequentially consistent), so either the sleeper
+     * sees the domain free and takes it, or the releaser sees the sleeper
+     * and hands it on under the mutex. */
+    _Atomic int owned;
+    _Atomic int sleepers;   /* threads in the waiters list (changed under mtx) */
+    _Atomic long owner_tid; /* the owner's kernel thread id (watchdog report) */
+    msh_sync *waiters;      /* under mtx: sleeping waiters, FIFO */
     msh_sync *waiters_tail;
-    msh_domain_stats st;    /* under mtx */
+    msh_domain_stats st;
     msh_poll_fn poll;       /* set at init: the host poll unless replaced */
     void *poll_arg;
 } msh_domain;

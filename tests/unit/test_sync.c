@@ -2,7 +2,9 @@
  * progress.c), without MPI: many threads wait on one progress domain whose
  * poll function (msh_progress_set_poll) completes fake requests in a random
  * order. Every wait must end (a lost handoff leaves sleepers without an
- * owner: the alarm fails the test) and find its requests complete.
+ * owner: the alarm fails the test) and find its requests complete. Some
+ * rounds test (msh_progress_try) until done before they wait, so owners
+ * come and go between the sleeps as in MPI_Test loops.
  * MSH_TEST_SEED=n repeats a run; the seed is printed. */
 #include <sched.h>
 #include <signal.h>
@@ -101,7 +103,7 @@ static void wait_reqs(msh_request **rs, int m, int all)
     msh_sync_finish(&s, claimed);
 }
 
-static _Atomic long waits_done, waits_wanted;
+static _Atomic long waits_done, waits_wanted, tests_done;
 static unsigned base_seed, epoch;
 static pthread_barrier_t start;
 
@@ -121,6 +123,16 @@ static void *waiter(void *arg)
             post(rs[i] = &reqs[t][i]);
         if (rand_r(&seed) % 4 == 0)
             sched_yield(); /* let some complete before the waiter attaches */
+        if (rand_r(&seed) % 3 == 0) {
+            /* Test until done, as MPI_Test loops do: each try takes the
+             * domain and gives it back while others sleep, so each of its
+             * releases must see them and hand the domain on. */
+            for (int i = 0; i < m; i++)
+                while (!is_complete(rs[i]))
+                    if (msh_progress_try(0) == 0)
+                        sched_yield(); /* 6 threads on few cores */
+            atomic_fetch_add_explicit(&tests_done, 1, memory_order_relaxed);
+        }
         wait_reqs(rs, m, all);
         int ndone = 0;
         for (int i = 0; i < m; i++)
@@ -161,6 +173,7 @@ static void run(msh_wait_policy policy, const char *name)
     atomic_store(&waits_done, 0);
     atomic_store(&waits_wanted, 0);
     atomic_store(&completions, 0);
+    atomic_store(&tests_done, 0);
     const msh_domain *d = msh_progress_domain(0);
     unsigned long long handoffs0 = d->st.handoffs, sleeps0 = d->st.sleeps;
     for (epoch = 0; epoch < EPOCHS; epoch++) {
@@ -176,8 +189,9 @@ static void run(msh_wait_policy policy, const char *name)
         EXPECT(d->waiters == NULL);
     }
     EXPECT(atomic_load(&waits_done) == atomic_load(&waits_wanted));
-    printf("test_sync: wait %s: %ld waits, %ld completions, %llu handoffs, %llu sleeps\n", name,
-           atomic_load(&waits_done), atomic_load(&completions), (unsigned long long)d->st.handoffs - handoffs0,
+    printf("test_sync: wait %s: %ld waits (%ld after tests), %ld completions, %llu handoffs, %llu sleeps\n", name,
+           atomic_load(&waits_done), atomic_load(&tests_done), atomic_load(&completions),
+           (unsigned long long)d->st.handoffs - handoffs0,
            (unsigned long long)d->st.sleeps - sleeps0);
 }
 
