@@ -498,28 +498,47 @@ void msh_sync_finish(msh_sync *s, int claimed)
 
 static MSH_TLS unsigned try_misses; /* this thread's empty tries since its last sweep */
 
-int msh_progress_try(int vci)
+/* A test on a VCI that is a progress domain of its own polls the VCI
+ * without taking the domain: the VCI's lock serializes the polling already
+ * (with plain stores for a thread alone on it, core/lock.h), and taking
+ * and giving back the domain were two atomic read-modify-writes per test,
+ * most of an empty test's time on a lane. A domain that a waiter owns is
+ * left to it, as before; the domain's sleepers wait for its owner, which a
+ * test never is now. */
+static int try_vci(msh_domain *d, int dom)
 {
-    if (MSH_UNLIKELY(msh_host_lock_depth > 0))
-        return poll_all(1);
-    int dom = msh_progress_domain_of(vci);
-    msh_domain *d = msh_domain_at(dom);
-    if (!take_ownership(d))
+    if (atomic_load_explicit(&d->owned, memory_order_relaxed))
         return 0;
-    unsigned misses = 0;
-    int n = d->poll(d->poll_arg, dom, &misses);
+    int n = msh_progress_poll(&msh_pool.v[dom], 1) + poll_hook();
     /* Tests that found nothing on their VCI sweep the others, as an owner
      * does, once per MPISHIM_SWEEP_POLLS of them: a sweep looks at every
      * other VCI's lock and ownership, which the threads working there
      * write, so a loop of tests on T VCIs that swept each time passed
      * those lines between the threads at every test (docs/design.md has
      * what that cost). */
-    if (n == 0 && d->poll == vci_poll && msh_progress_per_vci && ++try_misses >= (unsigned)msh_cfg.sweep_polls) {
+    if (n == 0 && ++try_misses >= (unsigned)msh_cfg.sweep_polls) {
         n = sweep_others(dom);
         try_misses = 0;
     }
     if (n)
         try_misses = 0;
+    return n;
+}
+
+int msh_progress_try(int vci)
+{
+    if (MSH_UNLIKELY(msh_host_lock_depth > 0))
+        return poll_all(1);
+    int dom = msh_progress_domain_of(vci);
+    msh_domain *d = msh_domain_at(dom);
+    if (msh_progress_per_vci && d->poll == vci_poll)
+        return try_vci(d, dom);
+    /* One domain for every VCI (or a replaced poll): one thread at a time
+     * polls them all, the others' tests return at once. */
+    if (!take_ownership(d))
+        return 0;
+    unsigned misses = 0;
+    int n = d->poll(d->poll_arg, dom, &misses);
     release_ownership(d);
     return n;
 }

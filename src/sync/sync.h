@@ -57,8 +57,10 @@ typedef int (*msh_poll_fn)(void *arg, int dom, unsigned *misses);
 typedef struct msh_domain {
     _Alignas(MSH_CACHELINE) pthread_mutex_t mtx;
     /* Taken by compare-and-swap and given back by a store, without the
-     * mutex: a test or wait that finds nothing pays two atomic operations,
-     * not two lock/unlock pairs. A sleeper counts itself in `sleepers`
+     * mutex: a wait (or a test under one domain for every VCI) pays two
+     * atomic operations, not two lock/unlock pairs; a test on a VCI that
+     * is a domain of its own takes none (msh_progress_try). A sleeper
+     * counts itself in `sleepers`
      * and then reads `owned`; a releaser clears `owned` and then reads
      * `sleepers` (both sequentially consistent), so either the sleeper
      * sees the domain free and takes it, or the releaser sees the sleeper
