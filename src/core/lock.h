@@ -164,6 +164,14 @@ static inline int msh_block_owner_busy(const msh_block *b, uintptr_t me, unsigne
     return 1;
 }
 
+/* Whether b is biased to a thread other than me (a helper's lock would
+ * revoke it). Reads only. */
+static inline int msh_block_biased_other(const msh_block *b, uintptr_t me)
+{
+    uintptr_t o = atomic_load_explicit(&b->bias, memory_order_relaxed);
+    return o != 0 && o != me;
+}
+
 /* For b's holder: whether it entered by the fast path. */
 static inline int msh_block_by_bias(const msh_block *b)
 {

@@ -282,16 +282,47 @@ int msh_progress_assist(void)
  * thread working on it (NEWS.md, 2026-11-26, has what that cost on 16
  * cores). So is one whose lock is biased to a thread that has used it
  * since this sweeper's last look (a thread posting between its waits):
- * the sweep's lock would also revoke that bias. A VCI whose owner went
- * quiet is polled at the next sweep. */
-static MSH_TLS unsigned swept_entries[MSH_MAX_VCIS]; /* this sweeper's looks (msh_vci_owner_busy) */
+ * the sweep's lock would also revoke that bias. A VCI whose bias owner
+ * stayed quiet through this sweeper's looks for MSH_SWEEP_QUIET_US is
+ * polled: sweeps come about a microsecond apart, so an owner that was only
+ * descheduled between two looks, or had just been granted its bias, looked
+ * quiet, and each revocation doubles the run the next grant needs (two
+ * threads testing on two lanes lost their biases about 23 times a second
+ * and ran on the plain lock: NEWS.md, 2026-12-01). An owner that computes
+ * with a receive left behind is still helped, a millisecond later. */
+#define MSH_SWEEP_QUIET_US 1000.0
+
+static MSH_TLS struct {
+    unsigned entries;   /* the owner's count at this sweeper's last look (msh_vci_owner_busy) */
+    double quiet_since; /* first look that found it unchanged, or 0 */
+} swept[MSH_MAX_VCIS];
+
+/* Whether the sweep leaves VCI i to the thread its lock is biased to. */
+static int leave_to_owner(int i)
+{
+    msh_vci *v = &msh_pool.v[i];
+    if (msh_vci_owner_busy(v, &swept[i].entries)) {
+        swept[i].quiet_since = 0;
+        return 1;
+    }
+    if (!msh_vci_biased_other(v))
+        return 0;
+    /* Quiet since the last look: a clock read, only now. */
+    double now = msh_now_us();
+    if (swept[i].quiet_since == 0)
+        swept[i].quiet_since = now;
+    if (now - swept[i].quiet_since < MSH_SWEEP_QUIET_US)
+        return 1;
+    swept[i].quiet_since = 0;
+    return 0;
+}
 
 static int sweep_others(int self)
 {
     int n = poll_hook();
     for (int i = 0; i < msh_pool.n; i++)
         if (i != self && !atomic_load_explicit(&msh_domain_at(i)->owned, memory_order_relaxed) &&
-            !msh_vci_owner_busy(&msh_pool.v[i], &swept_entries[i]))
+            !leave_to_owner(i))
             n += msh_progress_poll(&msh_pool.v[i], 0);
     return n;
 }

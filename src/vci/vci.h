@@ -155,6 +155,12 @@ static inline int msh_vci_owner_busy(const msh_vci *v, unsigned *seen)
     return !v->serial && msh_block_owner_busy(&v->own_lock, (uintptr_t)&msh_vci_self, seen);
 }
 
+/* Whether v's lock is biased to another thread (msh_block_biased_other). */
+static inline int msh_vci_biased_other(const msh_vci *v)
+{
+    return !v->serial && msh_block_biased_other(&v->own_lock, (uintptr_t)&msh_vci_self);
+}
+
 static inline int msh_vci_held_by_me(msh_vci *v)
 {
     return atomic_load_explicit(&v->holder, memory_order_relaxed) == &msh_vci_self;
