@@ -287,7 +287,7 @@ int msh_progress_assist(void)
  * polled: sweeps come about a microsecond apart, so an owner that was only
  * descheduled between two looks, or had just been granted its bias, looked
  * quiet, and each revocation doubles the run the next grant needs (two
- * threads testing on two lanes lost their biases about 23 times a second
+ * threads testing on two lanes lost their biases tens of times a second
  * and ran on the plain lock: NEWS.md, 2026-12-01). An owner that computes
  * with a receive left behind is still helped, a millisecond later. */
 #define MSH_SWEEP_QUIET_US 1000.0
@@ -364,11 +364,11 @@ static long self_tid(void)
 
 static int take_ownership(msh_domain *d)
 {
-    int free = 0;
+    int unowned = 0;
     /* The relaxed look first: a thread that finds the domain owned does
      * not take the line away from the owner. */
     if (atomic_load_explicit(&d->owned, memory_order_relaxed) ||
-        !atomic_compare_exchange_strong_explicit(&d->owned, &free, 1, memory_order_seq_cst, memory_order_relaxed))
+        !atomic_compare_exchange_strong_explicit(&d->owned, &unowned, 1, memory_order_seq_cst, memory_order_relaxed))
         return 0;
     atomic_store_explicit(&d->owner_tid, self_tid(), memory_order_relaxed);
     d->st.ownerships++;

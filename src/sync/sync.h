@@ -60,11 +60,11 @@ typedef struct msh_domain {
      * mutex: a wait (or a test under one domain for every VCI) pays two
      * atomic operations, not two lock/unlock pairs; a test on a VCI that
      * is a domain of its own takes none (msh_progress_try). A sleeper
-     * counts itself in `sleepers`
-     * and then reads `owned`; a releaser clears `owned` and then reads
-     * `sleepers` (both sequentially consistent), so either the sleeper
-     * sees the domain free and takes it, or the releaser sees the sleeper
-     * and hands it on under the mutex. */
+     * counts itself in `sleepers` and then reads `owned`; a releaser
+     * clears `owned` and then reads `sleepers` (both sequentially
+     * consistent), so either the sleeper sees the domain free and takes
+     * it, or the releaser sees the sleeper and hands it on under the
+     * mutex. */
     _Atomic int owned;
     _Atomic int sleepers;   /* threads in the waiters list (changed under mtx) */
     _Atomic long owner_tid; /* the owner's kernel thread id (watchdog report) */
