@@ -290,11 +290,13 @@ int msh_progress_assist(void)
  * threads testing on two lanes lost their biases tens of times a second
  * and ran on the plain lock: NEWS.md, 2026-12-01). An owner that computes
  * with a receive left behind is still helped, a millisecond later. */
-#define MSH_SWEEP_QUIET_US 1000.0
+#define MSH_SWEEP_QUIET_US 1000u
 
+/* 8 bytes a VCI: this initial-exec TLS also counts against the static TLS
+ * that a program's dlopen of the library would need. */
 static MSH_TLS struct {
-    unsigned entries;   /* the owner's count at this sweeper's last look (msh_vci_owner_busy) */
-    double quiet_since; /* first look that found it unchanged, or 0 */
+    unsigned entries;     /* the owner's count at this sweeper's last look (msh_vci_owner_busy) */
+    uint32_t quiet_since; /* first look that found it unchanged (us, wrapping), or 0 */
 } swept[MSH_MAX_VCIS];
 
 /* Whether the sweep leaves VCI i to the thread its lock is biased to. */
@@ -308,10 +310,10 @@ static int leave_to_owner(int i)
     if (!msh_vci_biased_other(v))
         return 0;
     /* Quiet since the last look: a clock read, only now. */
-    double now = msh_now_us();
+    uint32_t now = (uint32_t)(uint64_t)msh_now_us();
     if (swept[i].quiet_since == 0)
         swept[i].quiet_since = now;
-    if (now - swept[i].quiet_since < MSH_SWEEP_QUIET_US)
+    if ((uint32_t)(now - swept[i].quiet_since) < MSH_SWEEP_QUIET_US)
         return 1;
     swept[i].quiet_since = 0;
     return 0;
