@@ -146,30 +146,28 @@ static inline int msh_block_try(msh_block *b, uintptr_t me)
  * without seeing it. */
 int msh_block_owner_stays(msh_block *b);
 
-/* For a thread that would only help (a progress sweep): 1 if b is biased
- * to another thread that entered it since this helper's last look, whose
- * count of entries *seen keeps. That owner makes its own progress, and
- * taking the lock would revoke its bias (a membarrier that interrupts
- * every running thread of the process). An owner seen idle between two
- * looks is helped: its bias goes, its operations progress. Reads only. */
-static inline int msh_block_owner_busy(const msh_block *b, uintptr_t me, unsigned *seen)
+/* What a thread that would only help (a progress sweep) finds in b. */
+enum msh_block_look {
+    MSH_BLOCK_UNBIASED = 0, /* not biased to another thread: take it freely */
+    MSH_BLOCK_OWNER_QUIET,  /* biased to another thread, no entry since the last look */
+    MSH_BLOCK_OWNER_BUSY,   /* biased to another thread that entered since the last look */
+};
+
+/* One read of b's bias and entry count; *seen is the helper's own count
+ * from its previous look. A busy owner makes its own progress, and taking
+ * the lock would revoke its bias (a membarrier that interrupts every
+ * running thread of the process); how long a quiet owner is left alone is
+ * the helper's choice. Reads only. */
+static inline enum msh_block_look msh_block_look(const msh_block *b, uintptr_t me, unsigned *seen)
 {
     uintptr_t o = atomic_load_explicit(&b->bias, memory_order_relaxed);
     if (o == 0 || o == me)
-        return 0;
+        return MSH_BLOCK_UNBIASED;
     unsigned e = atomic_load_explicit(&b->entries, memory_order_relaxed);
     if (e == *seen)
-        return 0;
+        return MSH_BLOCK_OWNER_QUIET;
     *seen = e;
-    return 1;
-}
-
-/* Whether b is biased to a thread other than me (a helper's lock would
- * revoke it). Reads only. */
-static inline int msh_block_biased_other(const msh_block *b, uintptr_t me)
-{
-    uintptr_t o = atomic_load_explicit(&b->bias, memory_order_relaxed);
-    return o != 0 && o != me;
+    return MSH_BLOCK_OWNER_BUSY;
 }
 
 /* For b's holder: whether it entered by the fast path. */

@@ -295,20 +295,22 @@ int msh_progress_assist(void)
 /* 8 bytes a VCI: this initial-exec TLS also counts against the static TLS
  * that a program's dlopen of the library would need. */
 static MSH_TLS struct {
-    unsigned entries;     /* the owner's count at this sweeper's last look (msh_vci_owner_busy) */
+    unsigned entries;     /* the owner's count at this sweeper's last look (msh_vci_look) */
     uint32_t quiet_since; /* first look that found it unchanged (us, wrapping), or 0 */
 } swept[MSH_MAX_VCIS];
 
 /* Whether the sweep leaves VCI i to the thread its lock is biased to. */
 static int leave_to_owner(int i)
 {
-    msh_vci *v = &msh_pool.v[i];
-    if (msh_vci_owner_busy(v, &swept[i].entries)) {
+    switch (msh_vci_look(&msh_pool.v[i], &swept[i].entries)) {
+    case MSH_BLOCK_UNBIASED:
+        return 0;
+    case MSH_BLOCK_OWNER_BUSY:
         swept[i].quiet_since = 0;
         return 1;
+    case MSH_BLOCK_OWNER_QUIET:
+        break;
     }
-    if (!msh_vci_biased_other(v))
-        return 0;
     /* Quiet since the last look: a clock read, only now. */
     uint32_t now = (uint32_t)(uint64_t)msh_now_us();
     if (swept[i].quiet_since == 0)

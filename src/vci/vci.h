@@ -147,18 +147,12 @@ static inline int msh_vci_owner_stays(msh_vci *v)
     return msh_block_owner_stays(&v->own_lock);
 }
 
-/* For a progress sweep: whether v's lock is biased to another thread that
- * used it since this sweeper's last look (*seen, the sweeper's own), so
- * that the sweep leaves v to it (msh_block_owner_busy). */
-static inline int msh_vci_owner_busy(const msh_vci *v, unsigned *seen)
+/* For a progress sweep: what v's lock shows since this sweeper's last look
+ * (*seen, the sweeper's own); a serial VCI has no bias (msh_block_look). */
+static inline enum msh_block_look msh_vci_look(const msh_vci *v, unsigned *seen)
 {
-    return !v->serial && msh_block_owner_busy(&v->own_lock, (uintptr_t)&msh_vci_self, seen);
-}
-
-/* Whether v's lock is biased to another thread (msh_block_biased_other). */
-static inline int msh_vci_biased_other(const msh_vci *v)
-{
-    return !v->serial && msh_block_biased_other(&v->own_lock, (uintptr_t)&msh_vci_self);
+    return v->serial ? MSH_BLOCK_UNBIASED
+                     : msh_block_look(&v->own_lock, (uintptr_t)&msh_vci_self, seen);
 }
 
 static inline int msh_vci_held_by_me(msh_vci *v)

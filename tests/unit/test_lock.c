@@ -152,11 +152,11 @@ static void test_bias(void)
 /* A helper (a progress sweep) leaves a busy bias owner alone and finds a
  * quiet one; the counters MPISHIM_STATS prints count the grant and the
  * revocation. */
-static void test_owner_busy(void)
+static void test_look(void)
 {
     msh_block_init(&bk);
     unsigned seen = 0;
-    EXPECT(!msh_block_owner_busy(&bk, ME + 1, &seen)); /* no bias */
+    EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_UNBIASED);
     for (int i = 0; i < 2 * MSH_BLOCK_GRANT; i++) {
         msh_block_take(&bk, ME);
         msh_block_give(&bk);
@@ -164,19 +164,19 @@ static void test_owner_busy(void)
     if (atomic_load(&bk.bias) != ME)
         return; /* no membarrier: never biased */
     EXPECT(bk.grants == 1 && bk.revocations == 0);
-    EXPECT(!msh_block_owner_busy(&bk, ME, &seen));     /* the owner itself is no helper */
-    EXPECT(msh_block_owner_busy(&bk, ME + 1, &seen));  /* entered since the helper's last look */
-    EXPECT(!msh_block_owner_busy(&bk, ME + 1, &seen)); /* quiet since */
+    EXPECT(msh_block_look(&bk, ME, &seen) == MSH_BLOCK_UNBIASED); /* the owner itself is no helper */
+    EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_OWNER_BUSY); /* entered since the last look */
+    EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_OWNER_QUIET); /* quiet since */
     msh_block_take(&bk, ME);
     msh_block_give(&bk);
-    EXPECT(msh_block_owner_busy(&bk, ME + 1, &seen));
+    EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_OWNER_BUSY);
     unsigned other = 0; /* a second helper keeps its own look */
-    EXPECT(msh_block_owner_busy(&bk, ME + 2, &other));
-    EXPECT(!msh_block_owner_busy(&bk, ME + 1, &seen));
+    EXPECT(msh_block_look(&bk, ME + 2, &other) == MSH_BLOCK_OWNER_BUSY);
+    EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_OWNER_QUIET);
     EXPECT(msh_block_try(&bk, ME + 1) == 1); /* the helper helps: the bias goes */
     msh_block_give(&bk);
     EXPECT(atomic_load(&bk.bias) == 0 && bk.revocations == 1);
-    EXPECT(!msh_block_owner_busy(&bk, ME + 1, &seen));
+    EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_UNBIASED);
 }
 
 static void *runs(void *arg)
@@ -270,7 +270,7 @@ int main(int argc, char **argv)
     test_contended();
     test_sleepers_woken();
     test_bias();
-    test_owner_busy();
+    test_look();
     test_bias_contended();
     test_revoke_while_inside();
     if (failures) {
