@@ -110,7 +110,11 @@ static const char *const docs[] = {
     [MSH_CFG_MAP] = "How traffic maps to VCIs. `comm`: one VCI per user communicator, communicators spread over the "
                     "pool. The others apply only to communicators whose assertions allow them (else `comm`): `tag` "
                     "needs `no_any_tag`, `peer` needs `no_any_source`, `hash` hashes the terms the assertions allow, "
-                    "`thread` (a VCI per thread) needs `allow_overtaking` and both no-wildcard assertions.",
+                    "`thread` (a VCI per thread) needs `allow_overtaking` and both no-wildcard assertions. Without "
+                    "a lane each VCI of a spread communicator is an internal duplicate, made inside the program's "
+                    "constructor; with a lane (`MPISHIM_FABRIC`) the VCIs' endpoints are the ways and no duplicate "
+                    "is made, a communicator the lane does not carry is not spread, and `thread` chooses the VCI "
+                    "as `hash` does (VCI i of one process reaches only VCI i of another).",
     [MSH_CFG_ASSERT] = "Assertions applied to every communicator of an unmodified program, as if given with the "
                        "MPI-4 info keys `mpi_assert_*`. A wildcard on a communicator that asserted it away fails "
                        "through the communicator's error handler (`MPI_ERR_TAG` or `MPI_ERR_RANK`).",

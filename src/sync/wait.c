@@ -197,7 +197,7 @@ msh_vci *msh_coll_begin(MPI_Comm comm)
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_of(comm, mc, 0, 0, 0, &rt);
-    if (mc && mc->ndups)
+    if (mc && mc->nways)
         rt.vci = msh_vci_get(mc->vci); /* collectives stay on the user communicator */
     msh_vci_lock(rt.vci);
     return rt.vci;

@@ -26,7 +26,7 @@ static void free_entry(msh_comm *mc);
 /* Count mc in msh_comm_gate while its routes or checks are not trivial. */
 static void gate_update(msh_comm *mc)
 {
-    int g = mc->ndups > 0 || (mc->asserts & WILDCARD_ASSERTS);
+    int g = mc->nways > 0 || (mc->asserts & WILDCARD_ASSERTS);
     if (g != mc->gated)
         atomic_fetch_add_explicit(&msh_comm_gate, g - mc->gated, memory_order_relaxed);
     mc->gated = g;
@@ -44,7 +44,7 @@ int msh_thread_vci_assign(void)
 }
 
 /* msh_route_of's other cases, out of line: a communicator the shim does not
- * know, or one spread over duplicates. */
+ * know, or one spread over duplicates or a lane's VCIs. */
 void msh_route_spread(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt)
 {
     if (!mc) {
@@ -57,11 +57,11 @@ void msh_route_spread(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag,
         key = (uint32_t)tag;
     if (mc->asserts & MSH_ASSERT_NO_ANY_SOURCE && mc->map != MSH_MAP_TAG)
         key = msh_mix(key * 0x9e3779b1U ^ msh_mix((uint32_t)src * 0x85ebca6bU ^ (uint32_t)dst));
-    int k = (int)(mc->map == MSH_MAP_TAG ? key : msh_mix(key)) % mc->ndups;
+    int k = (int)(mc->map == MSH_MAP_TAG ? key : msh_mix(key)) % mc->nways;
     if (k < 0)
-        k += mc->ndups;
-    rt->comm = mc->dups[k];
-    if (mc->map == MSH_MAP_THREAD) {
+        k += mc->nways;
+    rt->comm = mc->ndups ? mc->dups[k] : c;
+    if (mc->map == MSH_MAP_THREAD && mc->ndups) {
         int t = msh_thread_vci >= 0 ? msh_thread_vci : msh_thread_vci_assign();
         rt->vci = msh_vci_get(t);
     } else {
@@ -135,9 +135,13 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
     unsigned info_asserts = (pc ? pc->info_asserts : 0) | msh_info_asserts(info);
     unsigned asserts = msh_cfg.asserts | info_asserts;
     msh_map_policy map = msh_map_effective(msh_cfg.map, asserts);
-    /* Spread over K duplicates, one per VCI: made here, inside the user's
-     * collective constructor, in the same order on every rank (rule 4). */
-    int k = map != MSH_MAP_COMM && msh_pool.n > 1 && twin ? msh_pool.n : 0;
+    /* Spread over K ways, one per VCI. Without a lane each way is a
+     * duplicate, made here, inside the user's collective constructor, in
+     * the same order on every rank (rule 4). With one (open on every
+     * process or on none) the ways are the VCIs' endpoints: no duplicate,
+     * so no process of the call makes one, members or not. */
+    int ways = map != MSH_MAP_COMM && msh_pool.n > 1 && twin ? msh_pool.n : 0;
+    int k = msh_tp_direct ? ways : 0;
     if (c == MPI_COMM_NULL)
         return make_twins(c, k, twin, arg, NULL);
     msh_comm *mc = calloc(1, sizeof *mc);
@@ -162,6 +166,7 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
         }
         mc->ndups = k;
     }
+    mc->nways = k;
     /* Which transport carries each (collective over c, like the twins). */
     int nat = (mc->asserts & MSH_ASSERT_NO_ANY_TAG) != 0;
     int rc = msh_tp_comm_add(c, mc->inter, nat);
@@ -177,6 +182,14 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
     if (home >= 0)
         mc->vci = home;
     mc->tp_rec = msh_tp_comm_record(c);
+    /* The lane carries c or not, the same on every member: only what it
+     * carries spreads over its VCIs. */
+    if (ways && !k) {
+        if (mc->tp_rec)
+            mc->nways = ways;
+        else
+            mc->map = MSH_MAP_COMM;
+    }
     gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
     rc = msh_htab_insert(&msh_comm_table, &mc->h);
     if (rc != MPI_SUCCESS)

@@ -4,10 +4,14 @@
  *
  * Every user communicator the shim saw being created has an entry: its home
  * VCI, its assertions (MPISHIM_ASSERT plus mpi_assert_* info keys) and, when
- * the mapping policy spreads its traffic, K internal duplicates made inside
- * the user's constructor call (rule 4). Lookups are lock-free; inserts and
- * removals take a mutex and happen only in collective constructor and
- * destructor calls.
+ * the mapping policy spreads its traffic over K ways, K internal duplicates
+ * made inside the user's constructor call (rule 4). With a lane open the
+ * ways are the VCIs' endpoints themselves (VCI i of one process reaches VCI
+ * i of every other, and the lane matches on the communicator's own id), so
+ * no duplicate is made: a constructor runs no host constructor beyond the
+ * program's, and a communicator the lane does not carry is not spread.
+ * Lookups are lock-free; inserts and removals take a mutex and happen only
+ * in collective constructor and destructor calls.
  *
  * Mapping (MPISHIM_MAP), each spreading term used only where a hint rules
  * out the wildcard that would defeat it (rule 1):
@@ -17,9 +21,10 @@
  *   peer    duplicate = hash(sender, receiver) mod K   (needs no_any_source)
  *   hash    hash of the terms the hints allow (tag and/or peer pair)
  *   thread  the calling thread's own VCI for locks, requests and progress;
- *           duplicate as for hash (needs allow_overtaking and no wildcards)
- * Both sides compute the same duplicate: the sender from (me, dest, tag),
- * the receiver from (source, me, tag). */
+ *           duplicate as for hash (needs allow_overtaking and no wildcards);
+ *           on a lane, whose VCI must be the same on both sides, as hash
+ * Both sides compute the same way: the sender from (me, dest, tag), the
+ * receiver from (source, me, tag). */
 #ifndef MSH_VCI_COMM_H
 #define MSH_VCI_COMM_H
 
@@ -41,7 +46,8 @@ typedef struct msh_comm {
     int rank;                /* this process's rank in the (local) group */
     int size;                /* size of the (local) group */
     int inter;               /* an intercommunicator */
-    int ndups;
+    int nways;               /* ways its traffic spreads over (0: none, all on the home VCI) */
+    int ndups;               /* nways without a lane, 0 on a lane (the VCIs are the ways) */
     int gated;               /* counted in msh_comm_gate */
     MPI_Comm *dups;          /* dup i is progressed on VCI i mod pool size */
     const void *tp_rec;      /* the transport's record of user (msh_tp_comm_record) */
@@ -174,13 +180,13 @@ static inline int msh_wildcard_refused(unsigned asserts, int source, int tag)
 
 /* Route of an operation from rank src to rank dst with tag on c, whose
  * entry is mc (may be NULL). Wildcards must have been rejected already
- * where the communicator spreads. The duplicate depends only on the map,
- * the assertions and (src, dst, tag), which both sides agree on; never on
- * this process's VCIs or thread (test_route.c). */
+ * where the communicator spreads. The duplicate (on a lane: the VCI)
+ * depends only on the map, the assertions and (src, dst, tag), which both
+ * sides agree on; never on this process's VCIs or thread (test_route.c). */
 void msh_route_spread(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt);
 static inline void msh_route_of(MPI_Comm c, const msh_comm *mc, int src, int dst, int tag, msh_route *rt)
 {
-    if (MSH_LIKELY(mc && mc->ndups == 0)) {
+    if (MSH_LIKELY(mc && mc->nways == 0)) {
         rt->vci = msh_vci_get(mc->vci);
         rt->comm = c;
         return;

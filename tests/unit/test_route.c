@@ -8,9 +8,11 @@
  * No MPI calls: the two processes' entries are built by hand as
  * msh_comm_register would, each with its own duplicate handles (handles are
  * local; duplicate i is the same communicator on every rank because all
- * ranks make them in the same order), home VCI and thread VCI. The call
- * convention is p2p.c's: a sender routes (my rank, dest, tag), a receiver
- * (source, my rank, tag). */
+ * ranks make them in the same order), home VCI and thread VCI. With a lane
+ * an entry has no duplicates: the way is the VCI (VCI i of one process
+ * reaches VCI i of another), so there the VCI must agree, also under the
+ * thread map. The call convention is p2p.c's: a sender routes (my rank,
+ * dest, tag), a receiver (source, my rank, tag). */
 #include <limits.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -69,9 +71,9 @@ typedef struct side {
     int thread_vci;
 } side;
 
-/* As msh_comm_register builds an entry: the effective map, and one
- * duplicate per VCI when it spreads. */
-static void side_init(side *s, int rank, int nv, msh_map_policy want, unsigned asserts)
+/* As msh_comm_register builds an entry: the effective map, and one way
+ * per VCI when it spreads, a duplicate each without a lane. */
+static void side_init(side *s, int rank, int nv, msh_map_policy want, unsigned asserts, int lane)
 {
     memset(s, 0, sizeof *s);
     s->user = fake_comm(0x84000000u + (unsigned)rank * 0x1000u);
@@ -80,19 +82,22 @@ static void side_init(side *s, int rank, int nv, msh_map_policy want, unsigned a
     s->mc.vci = (rank * 5 + 3) % nv;          /* home VCIs differ between ranks */
     s->mc.asserts = asserts;
     s->mc.map = msh_map_effective(want, asserts);
-    s->mc.ndups = s->mc.map != MSH_MAP_COMM && nv > 1 ? nv : 0;
+    s->mc.nways = s->mc.map != MSH_MAP_COMM && nv > 1 ? nv : 0;
+    s->mc.ndups = lane ? 0 : s->mc.nways;
     for (int i = 0; i < nv; i++)
         s->dups[i] = fake_comm(0x84000000u + (unsigned)rank * 0x1000u + 1u + (unsigned)i);
     s->mc.dups = s->mc.ndups ? s->dups : NULL;
     s->thread_vci = (rank * 7 + 1) % nv;      /* so do the threads' own VCIs */
 }
 
-/* The duplicate a route went to on side s: -1 the communicator itself,
- * -2 a handle that is neither (a bug). */
+static int vci_index(const msh_route *rt) { return (int)(rt->vci - msh_vci_get(0)); }
+
+/* The way a route went on side s: the duplicate (-1 the communicator
+ * itself), on a lane the VCI; -2 a handle that is neither (a bug). */
 static int dup_index(const side *s, const msh_route *rt)
 {
     if (rt->comm == s->user)
-        return -1;
+        return s->mc.nways && !s->mc.ndups ? vci_index(rt) : -1;
     for (int i = 0; i < s->mc.ndups; i++)
         if (rt->comm == s->dups[i])
             return i;
@@ -120,11 +125,13 @@ static int recv_dup(side *s, int source, int tag)
 static long checks;
 
 /* Count a failed check, naming the configuration. */
+static int lane_on; /* the configuration under test has a lane */
+
 static void fail(const char *what, int mi, int ai, int nv, int np, int a, int b, int tag)
 {
     failures++;
-    fprintf(stderr, "FAIL %s: map %s, asserts %s, %d VCIs, %d ranks, %d -> %d tag %d\n", what, maps[mi].name,
-            asets[ai].name, nv, np, a, b, tag);
+    fprintf(stderr, "FAIL %s: map %s, asserts %s, %d VCIs, %d ranks%s, %d -> %d tag %d\n", what, maps[mi].name,
+            asets[ai].name, nv, np, lane_on ? ", lane" : "", a, b, tag);
 }
 
 static side sides[MAXR];
@@ -133,7 +140,7 @@ static void test_config(int mi, int ai, int nv, int np)
 {
     unsigned as = asets[ai].asserts;
     for (int r = 0; r < np; r++)
-        side_init(&sides[r], r, nv, maps[mi].map, as);
+        side_init(&sides[r], r, nv, maps[mi].map, as, lane_on);
     msh_map_policy eff = sides[0].mc.map;
     int used[MAXV] = { 0 }, nused = 0;
 
@@ -144,7 +151,7 @@ static void test_config(int mi, int ai, int nv, int np)
                 int s = send_dup(&sides[a], b, t);
                 int r = recv_dup(&sides[b], a, t);
                 checks++;
-                if (s != r || s == -2 || (s == -1) != (sides[a].mc.ndups == 0)) {
+                if (s != r || s == -2 || (s == -1) != (sides[a].mc.nways == 0)) {
                     fail("send and receive on different duplicates", mi, ai, nv, np, a, b, t);
                     return;
                 }
@@ -169,19 +176,20 @@ static void test_config(int mi, int ai, int nv, int np)
                 }
             }
 
-    /* The thread map progresses on the caller's own VCI; every other map on
-     * the duplicate's (or the home one). */
+    /* The thread map progresses on the caller's own VCI, but on a lane on
+     * the way's; every other map on the duplicate's (or the home one). */
     msh_route rt;
     msh_thread_vci = sides[0].thread_vci;
     msh_route_send(sides[0].user, &sides[0].mc, 0, 5, &rt);
-    int want_vci = eff == MSH_MAP_THREAD ? sides[0].thread_vci
-                 : sides[0].mc.ndups     ? dup_index(&sides[0], &rt) % nv
-                                         : sides[0].mc.vci;
+    int want_vci = eff == MSH_MAP_THREAD && sides[0].mc.ndups ? sides[0].thread_vci
+                 : sides[0].mc.nways                          ? dup_index(&sides[0], &rt) % nv
+                                                              : sides[0].mc.vci;
     EXPECT(rt.vci == msh_vci_get(want_vci));
+    EXPECT(!lane_on || rt.comm == sides[0].user); /* no duplicate on a lane */
 
     /* Not vacuous: a spreading map does spread (the peer map needs enough
      * rank pairs for that). */
-    int spreads = sides[0].mc.ndups > 1 && (eff != MSH_MAP_PEER || np >= 5);
+    int spreads = sides[0].mc.nways > 1 && (eff != MSH_MAP_PEER || np >= 5);
     if (spreads && nused < 2)
         fail("a spreading map used one duplicate only", mi, ai, nv, np, 0, 0, 0);
 }
@@ -237,10 +245,11 @@ int main(void)
         int nv = nvcis[vi];
         EXPECT(msh_vci_pool_init(nv, 0) == 0);
         test_untracked(nv);
-        for (int mi = 0; mi < NMAPS; mi++)
-            for (int ai = 0; ai < NASETS; ai++)
-                for (size_t pi = 0; pi < sizeof nranks / sizeof nranks[0]; pi++)
-                    test_config(mi, ai, nv, nranks[pi]);
+        for (lane_on = 0; lane_on < 2; lane_on++)
+            for (int mi = 0; mi < NMAPS; mi++)
+                for (int ai = 0; ai < NASETS; ai++)
+                    for (size_t pi = 0; pi < sizeof nranks / sizeof nranks[0]; pi++)
+                        test_config(mi, ai, nv, nranks[pi]);
         msh_vci_pool_fini();
         if (failures > 20)
             break;
