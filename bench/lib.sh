@@ -188,6 +188,41 @@ bench_why() {
     esac
 }
 
+# bench_t_table CSV WHAT: for CSV lines host,T,config,run,value, a row per T
+# of the caller's cells and a column per configuration of its configs: the
+# median value (* where some runs failed), then each configuration's ratio
+# to raw; WHAT says what the values are (run_testrate.sh, run_ctors.sh).
+bench_t_table() {
+    local csv=$1 what=$2
+    awk -F, -v cfgs="${configs[*]}" -v order="${cells[*]}" -v what="$what" "$bench_awk"'
+    $1 == "host" { next }
+    { key = $2 SUBSEP $3; if (isnum($5)) { n[key]++; v[key, n[key]] = $5 + 0 } else bad[key]++ }
+    END {
+        nc = split(cfgs, C, " "); nr = split(order, R, " ")
+        for (j = 1; j <= nc; j++) W[j] = length(C[j]) > 8 ? length(C[j]) : 8
+        printf "%3s |", "T"
+        for (j = 1; j <= nc; j++) printf " %*s", W[j] + 1, C[j]
+        printf " |"
+        for (j = 1; j <= nc; j++) if (C[j] != "raw") printf " %*s", W[j] + 4, C[j] "/raw"
+        printf "\n"
+        for (i = 1; i <= nr; i++) {
+            printf "%3s |", R[i]
+            r = med(R[i] SUBSEP "raw")
+            for (j = 1; j <= nc; j++) {
+                m = med(R[i] SUBSEP C[j])
+                printf " %*s%s", W[j], m == "" ? "-" : sprintf("%.2f", m), bad[R[i] SUBSEP C[j]] ? "*" : " "
+            }
+            printf " |"
+            for (j = 1; j <= nc; j++) if (C[j] != "raw") {
+                m = med(R[i] SUBSEP C[j])
+                printf " %*s", W[j] + 4, (m == "" || r == "" || r <= 0) ? "-" : sprintf("%.2fx", m / r)
+            }
+            printf "\n"
+        }
+        printf "%s, median of the runs (* some runs failed: the median is of the others)\n", what
+    }' "$csv" | sed -e 's/ *$//'
+}
+
 # bench_rounds CSVHEAD LOGPREFIX LABELPREFIX ITEM...: per host, the CSV
 # $results/NAME-<host>.csv (first line CSVHEAD; the host's old logs
 # $results/logs/LOGPREFIX<host>-*.log removed), then BENCH_RUNS rounds, each

@@ -112,36 +112,7 @@ bench_run() {
 
 # bench_table HOST CSV: median time per T and configuration, and each
 # configuration's ratio to raw (above 1: slower than the host).
-bench_table() {
-    local host=$1 csv=$2
-    awk -F, -v cfgs="${configs[*]}" -v order="${cells[*]}" "$bench_awk"'
-    $1 == "host" { next }
-    { key = $2 SUBSEP $3; if (isnum($5)) { n[key]++; v[key, n[key]] = $5 + 0 } else bad[key]++ }
-    END {
-        nc = split(cfgs, C, " "); nr = split(order, R, " ")
-        for (j = 1; j <= nc; j++) W[j] = length(C[j]) > 8 ? length(C[j]) : 8
-        printf "%3s |", "T"
-        for (j = 1; j <= nc; j++) printf " %*s", W[j] + 1, C[j]
-        printf " |"
-        for (j = 1; j <= nc; j++) if (C[j] != "raw") printf " %*s", W[j] + 4, C[j] "/raw"
-        printf "\n"
-        for (i = 1; i <= nr; i++) {
-            printf "%3s |", R[i]
-            r = med(R[i] SUBSEP "raw")
-            for (j = 1; j <= nc; j++) {
-                m = med(R[i] SUBSEP C[j])
-                printf " %*s%s", W[j], m == "" ? "-" : sprintf("%.2f", m), bad[R[i] SUBSEP C[j]] ? "*" : " "
-            }
-            printf " |"
-            for (j = 1; j <= nc; j++) if (C[j] != "raw") {
-                m = med(R[i] SUBSEP C[j])
-                printf " %*s", W[j] + 4, (m == "" || r == "" || r <= 0) ? "-" : sprintf("%.2fx", m / r)
-            }
-            printf "\n"
-        }
-        printf "microseconds per MPI_Comm_dup + MPI_Comm_free, the slowest thread, median of the runs (* some runs failed: the median is of the others)\n"
-    }' "$csv" | sed -e 's/ *$//'
-}
+bench_table() { bench_t_table "$2" "microseconds per MPI_Comm_dup + MPI_Comm_free, the slowest thread"; }
 
 header=$(
     echo "Communicator constructors (bench/ctors.c): 2 ranks, T threads each making $pairs MPI_Comm_dup +"

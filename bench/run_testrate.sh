@@ -107,36 +107,7 @@ bench_run() {
 
 # bench_table HOST CSV: median rate per T and configuration, and each
 # configuration's ratio to raw (above 1: faster than the host).
-bench_table() {
-    local host=$1 csv=$2
-    awk -F, -v cfgs="${configs[*]}" -v order="${cells[*]}" "$bench_awk"'
-    $1 == "host" { next }
-    { key = $2 SUBSEP $3; if (isnum($5)) { n[key]++; v[key, n[key]] = $5 + 0 } else bad[key]++ }
-    END {
-        nc = split(cfgs, C, " "); nr = split(order, R, " ")
-        for (j = 1; j <= nc; j++) W[j] = length(C[j]) > 8 ? length(C[j]) : 8
-        printf "%3s |", "T"
-        for (j = 1; j <= nc; j++) printf " %*s", W[j] + 1, C[j]
-        printf " |"
-        for (j = 1; j <= nc; j++) if (C[j] != "raw") printf " %*s", W[j] + 4, C[j] "/raw"
-        printf "\n"
-        for (i = 1; i <= nr; i++) {
-            printf "%3s |", R[i]
-            r = med(R[i] SUBSEP "raw")
-            for (j = 1; j <= nc; j++) {
-                m = med(R[i] SUBSEP C[j])
-                printf " %*s%s", W[j], m == "" ? "-" : sprintf("%.2f", m), bad[R[i] SUBSEP C[j]] ? "*" : " "
-            }
-            printf " |"
-            for (j = 1; j <= nc; j++) if (C[j] != "raw") {
-                m = med(R[i] SUBSEP C[j])
-                printf " %*s", W[j] + 4, (m == "" || r == "" || r <= 0) ? "-" : sprintf("%.2fx", m / r)
-            }
-            printf "\n"
-        }
-        printf "million empty MPI_Test calls a second per thread, median of the runs (* some runs failed: the median is of the others)\n"
-    }' "$csv" | sed -e 's/ *$//'
-}
+bench_table() { bench_t_table "$2" "million empty MPI_Test calls a second per thread"; }
 
 header=$(
     echo "Empty tests (bench/testrate.c): T threads of one rank, each testing a receive of its own that never"
