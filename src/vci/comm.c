@@ -166,7 +166,6 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
         }
         mc->ndups = k;
     }
-    mc->nways = k;
     /* Which transport carries each (collective over c, like the twins). */
     int nat = (mc->asserts & MSH_ASSERT_NO_ANY_TAG) != 0;
     int rc = msh_tp_comm_add(c, mc->inter, nat);
@@ -184,12 +183,9 @@ int msh_comm_register(MPI_Comm c, MPI_Comm parent, MPI_Info info, msh_comm_twin_
     mc->tp_rec = msh_tp_comm_record(c);
     /* The lane carries c or not, the same on every member: only what it
      * carries spreads over its VCIs. */
-    if (ways && !k) {
-        if (mc->tp_rec)
-            mc->nways = ways;
-        else
-            mc->map = MSH_MAP_COMM;
-    }
+    mc->nways = k ? k : mc->tp_rec ? ways : 0;
+    if (ways && !mc->nways)
+        mc->map = MSH_MAP_COMM;
     gate_update(mc); /* before the entry is visible: a plain route never skips its checks */
     rc = msh_htab_insert(&msh_comm_table, &mc->h);
     if (rc != MPI_SUCCESS)
