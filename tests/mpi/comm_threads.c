@@ -65,12 +65,7 @@ static void *worker(void *arg)
 int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        if (test_world_rank() == 0)
-            printf("SKIP comm_threads: needs MPI_THREAD_MULTIPLE (got %d)\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "comm_threads");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 #ifdef MPICH_VERSION

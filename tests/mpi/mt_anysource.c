@@ -184,15 +184,7 @@ int main(int argc, char **argv)
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
     test_rank_size(MPI_COMM_WORLD, &rank, &size);
     CHECK(size >= 2 && size <= MAXRANKS, "needs 2..%d ranks, got %d", MAXRANKS, size);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-        if (rank == 0) {
-            printf("SKIP mt_anysource\n"); /* MPI_THREAD_MULTIPLE not provided */
-            fflush(stdout);
-        }
-        CHECK_MPI(MPI_Finalize());
-        return 0;
-    }
+    test_skip_below_multiple(provided, "mt_anysource");
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     if (rank == 0) {

@@ -33,24 +33,11 @@
 
 static int rank, size, peer, sender;
 
-struct targ {
-    int t;
-    char err[256];
-};
-
-#define TCHECK(cond, ...)                                 \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            snprintf(a->err, sizeof a->err, __VA_ARGS__); \
-            return NULL;                                  \
-        }                                                 \
-    } while (0)
-
 static int val(int t, int i, int j) { return (t * NMSG + i) * 10 + j; }
 
 static void *phase1(void *p)
 {
-    struct targ *a = p;
+    struct test_targ *a = p;
     int t = a->t, buf[LEN];
     for (int i = 0; i < NMSG; i++) {
         if (sender) {
@@ -59,12 +46,13 @@ static void *phase1(void *p)
             TCHECK(MPI_Send(buf, LEN, MPI_INT, peer, t, MPI_COMM_WORLD) == MPI_SUCCESS, "thread %d: Send %d", t, i);
         }
     }
+out:
     return NULL;
 }
 
 static void *phase1_recv(void *p)
 {
-    struct targ *a = p;
+    struct test_targ *a = p;
     int t = a->t, buf[LEN + 2];
     for (int i = 0; i < NMSG; i++) {
         MPI_Status st;
@@ -82,23 +70,11 @@ static void *phase1_recv(void *p)
             TCHECK(buf[j] == val(t, i, j), "thread %d msg %d: word %d is %d, expected %d (order or data)", t, i,
                    j, buf[j], val(t, i, j));
     }
+out:
     return NULL;
 }
 
-static void run_threads(void *(*fn)(void *))
-{
-    pthread_t th[NTHREADS];
-    struct targ a[NTHREADS];
-    for (int t = 0; t < NTHREADS; t++) {
-        a[t].t = t;
-        a[t].err[0] = 0;
-        CHECK(pthread_create(&th[t], NULL, fn, &a[t]) == 0, "pthread_create");
-    }
-    for (int t = 0; t < NTHREADS; t++)
-        pthread_join(th[t], NULL);
-    for (int t = 0; t < NTHREADS; t++)
-        CHECK(a[t].err[0] == 0, "%s", a[t].err);
-}
+static void run_threads(void *(*fn)(void *)) { test_run_checked_threads(NTHREADS, fn); }
 
 static int error_class(int rc)
 {

@@ -16,24 +16,11 @@
 
 static int rank, size, peer;
 
-struct targ {
-    int t;
-    char err[256]; /* CHECK would abort from a thread; report to main instead */
-};
-
 static int msg_len(int i) { return (i % 50 == 49) ? BIG : 4; }
 static int val(int src, int t, int i, int j) { return ((src * NTHREADS + t) * NMSG + i) * 7 + j; }
 
-#define TCHECK(cond, ...)                                        \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            snprintf(a->err, sizeof a->err, __VA_ARGS__);        \
-            goto out;                                            \
-        }                                                        \
-    } while (0)
-
 /* Check one received message (status + payload) of thread t. */
-static int check_msg(struct targ *a, const int *rb, const MPI_Status *st, int i)
+static int check_msg(struct test_targ *a, const int *rb, const MPI_Status *st, int i)
 {
     int t = a->t, n = msg_len(i), cnt = -1;
     MPI_Get_count(st, MPI_INT, &cnt);
@@ -53,7 +40,7 @@ out:
 
 static void *worker(void *p)
 {
-    struct targ *a = p;
+    struct test_targ *a = p;
     int t = a->t;
     int *sb = malloc(sizeof(int) * BIG * WIN), *rb = malloc(sizeof(int) * BIG * WIN);
     if (!sb || !rb) {
@@ -128,32 +115,14 @@ int main(int argc, char **argv)
     test_rank_size(MPI_COMM_WORLD, &rank, &size);
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
 
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-        if (rank == 0) {
-            printf("SKIP mt_basic\n");
-            fflush(stdout);
-        }
-        CHECK_MPI(MPI_Finalize());
-        return 0;
-    }
+    test_skip_below_multiple(provided, "mt_basic");
 
     /* make sure errors come back to the threads instead of aborting there */
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     peer = rank ^ 1;
     if (peer < size) {
-        pthread_t th[NTHREADS];
-        struct targ args[NTHREADS];
-        for (int t = 0; t < NTHREADS; t++) {
-            args[t].t = t;
-            args[t].err[0] = '\0';
-            CHECK(pthread_create(&th[t], NULL, worker, &args[t]) == 0, "pthread_create failed");
-        }
-        for (int t = 0; t < NTHREADS; t++)
-            CHECK(pthread_join(th[t], NULL) == 0, "pthread_join failed");
-        for (int t = 0; t < NTHREADS; t++)
-            CHECK(args[t].err[0] == '\0', "%s", args[t].err);
+        test_run_checked_threads(NTHREADS, worker);
     }
 
     test_finish("mt_basic");

@@ -426,15 +426,7 @@ int main(int argc, char **argv)
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
     test_rank_size(MPI_COMM_WORLD, &rank, &size);
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-        if (rank == 0) {
-            printf("SKIP mt_hints_error\n"); /* MPI_THREAD_MULTIPLE not provided */
-            fflush(stdout);
-        }
-        CHECK_MPI(MPI_Finalize());
-        return 0;
-    }
+    test_skip_below_multiple(provided, "mt_hints_error");
     CHECK_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
 
     void *sym = dlsym(RTLD_DEFAULT, "mpishim_active");

@@ -73,19 +73,6 @@ static pthread_mutex_t turn_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t turn_cv = PTHREAD_COND_INITIALIZER;
 static int turn;
 
-struct targ {
-    int t;
-    char err[256];
-};
-
-#define TCHECK(cond, ...)                                 \
-    do {                                                  \
-        if (!(cond)) {                                    \
-            snprintf(a->err, sizeof a->err, __VA_ARGS__); \
-            goto out;                                     \
-        }                                                 \
-    } while (0)
-
 static int msg_len(int i) { return i % 40 == 39 ? BIG : HDR + i % 5; }
 static int word(int src, int t, int i, int j) { return ((src * NTHREADS + t) * NMSG + i) * 11 + j; }
 
@@ -99,7 +86,7 @@ static void fill(int *b, int t, int i)
 
 /* One received message of thread t on tag: its status and payload; seen
  * counts each sequence number. */
-static int check_msg(struct targ *a, const int *b, const MPI_Status *st, int tag, char *seen)
+static int check_msg(struct test_targ *a, const int *b, const MPI_Status *st, int tag, char *seen)
 {
     int t = a->t, cnt = -1;
     MPI_Get_count(st, MPI_INT, &cnt);
@@ -122,7 +109,7 @@ out:
 
 static void *worker(void *p)
 {
-    struct targ *a = p;
+    struct test_targ *a = p;
     int t = a->t;
     int pos = rank % 2 == 0 ? t : NTHREADS - 1 - t;
     int *sb = malloc(sizeof(int) * BIG * WIN), *rb = malloc(sizeof(int) * BIG * WIN);
@@ -182,18 +169,8 @@ out:
 
 static void exchange(void)
 {
-    struct targ args[NTHREADS];
-    pthread_t th[NTHREADS];
     turn = 0;
-    for (int t = 0; t < NTHREADS; t++) {
-        args[t].t = t;
-        args[t].err[0] = '\0';
-        CHECK(pthread_create(&th[t], NULL, worker, &args[t]) == 0, "pthread_create");
-    }
-    for (int t = 0; t < NTHREADS; t++)
-        pthread_join(th[t], NULL);
-    for (int t = 0; t < NTHREADS; t++)
-        CHECK(args[t].err[0] == '\0', "%s", args[t].err);
+    test_run_checked_threads(NTHREADS, worker);
 }
 
 int main(int argc, char **argv)
@@ -201,13 +178,7 @@ int main(int argc, char **argv)
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
     test_rank_size(MPI_COMM_WORLD, &rank, &size);
     CHECK(size >= 2, "needs at least 2 ranks, got %d", size);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        CHECK_MPI(MPI_Barrier(MPI_COMM_WORLD));
-        if (rank == 0)
-            printf("SKIP mt_spread: no MPI_THREAD_MULTIPLE\n");
-        CHECK_MPI(MPI_Finalize());
-        return 0;
-    }
+    test_skip_below_multiple(provided, "mt_spread");
     test_watchdog("mt_spread", 90);
     const char *ln = lane();
 

@@ -157,12 +157,7 @@ int main(int argc, char **argv)
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        if (rank == 0)
-            printf("SKIP mt_thread_cancel: host gives thread level %d\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "mt_thread_cancel");
     if (native_ompi()) {
         if (rank == 0)
             printf("SKIP mt_thread_cancel: natively, Open MPI 4.1 hangs after a thread is cancelled inside MPI_Recv\n");

@@ -37,12 +37,7 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     const char *w = getenv("MPISHIM_WATCHDOG");
     watchdog = w && atoi(w) > 0;
-    if (provided < MPI_THREAD_MULTIPLE) {
-        if (rank == 0)
-            printf("SKIP mt_watchdog: host gives thread level %d\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "mt_watchdog");
     if (rank == 0) {
         pthread_t th[2];
         for (long t = 0; t < 2; t++)

@@ -91,12 +91,7 @@ int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
     test_skip_without_partitioned("part_comm_threads");
-    if (provided < MPI_THREAD_MULTIPLE) {
-        if (test_world_rank() == 0)
-            printf("SKIP part_comm_threads: needs MPI_THREAD_MULTIPLE (got %d)\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "part_comm_threads");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     for (int t = 0; t < NT; t++)

@@ -141,11 +141,7 @@ static void exclusive(void)
 int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        printf("SKIP rma_atomic: the host gave thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "rma_atomic");
     test_watchdog("rma_atomic", 100);
     test_rank_size(MPI_COMM_WORLD, &me, &np);
     /* Open MPI 4.1.4 (Debian) segfaults in MPI_Compare_and_swap on a

@@ -150,11 +150,7 @@ static void dynamic(void)
 int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        printf("SKIP rma_passive: the host gave thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "rma_passive");
     test_watchdog("rma_passive", 100);
     test_rank_size(MPI_COMM_WORLD, &me, &np);
     passive_progress();

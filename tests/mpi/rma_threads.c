@@ -248,11 +248,7 @@ static void window_per_thread(enum mode mode, int passive)
 int main(int argc, char **argv)
 {
     int provided = test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
-    if (provided < MPI_THREAD_MULTIPLE) {
-        printf("SKIP rma_threads: the host gave thread level %d, not MPI_THREAD_MULTIPLE\n", provided);
-        MPI_Finalize();
-        return 0;
-    }
+    test_skip_below_multiple(provided, "rma_threads");
     test_watchdog("rma_threads", 100);
     test_rank_size(MPI_COMM_WORLD, &me, &np);
     next = (me + 1) % np;

@@ -233,6 +233,58 @@ static void test_skip_without_partitioned(const char *name)
 #endif
 }
 
+/* A test thread cannot CHECK (aborting from one thread races the others'
+ * output and hides which check failed): it records its first failure in
+ * its argument with TCHECK, which needs the argument as `a` and a label
+ * `out`, and returns; test_run_checked_threads reports it from the main thread. */
+struct test_targ {
+    int t;
+    char err[256];
+};
+
+#define TCHECK(cond, ...)                                 \
+    do {                                                  \
+        if (!(cond)) {                                    \
+            snprintf(a->err, sizeof a->err, __VA_ARGS__); \
+            goto out;                                     \
+        }                                                 \
+    } while (0)
+
+/* Run fn on n threads (n <= 64), thread t with argument {t, ""}; fail with
+ * the first error any of them recorded. */
+__attribute__((unused))
+static void test_run_checked_threads(int n, void *(*fn)(void *))
+{
+    pthread_t th[64];
+    struct test_targ a[64];
+    CHECK(n > 0 && n <= 64, "test_run_checked_threads: %d threads", n);
+    for (int t = 0; t < n; t++) {
+        a[t].t = t;
+        a[t].err[0] = '\0';
+        CHECK(pthread_create(&th[t], NULL, fn, &a[t]) == 0, "pthread_create failed");
+    }
+    for (int t = 0; t < n; t++)
+        CHECK(pthread_join(th[t], NULL) == 0, "pthread_join failed");
+    for (int t = 0; t < n; t++)
+        CHECK(a[t].err[0] == '\0', "thread %d: %s", t, a[t].err);
+}
+
+/* A threaded test on a rank the host gave less than MPI_THREAD_MULTIPLE
+ * (the shim disabled, or a host built without it): nothing to test. Rank 0
+ * prints a SKIP line, which the runner counts as skipped, not passed. */
+__attribute__((unused))
+static void test_skip_below_multiple(int provided, const char *name)
+{
+    if (provided >= MPI_THREAD_MULTIPLE)
+        return;
+    if (test_world_rank() == 0) {
+        printf("SKIP %s: the host gave thread level %d, not MPI_THREAD_MULTIPLE\n", name, provided);
+        fflush(stdout);
+    }
+    MPI_Finalize();
+    exit(0);
+}
+
 /* A host MPI that is known to deviate from the standard in one spot.  A test
  * calls this only after it saw exactly the known wrong value on a host
  * version known to have the bug; it says so on stderr every time (never
