@@ -336,9 +336,7 @@ static const char *job_open(void)
         why = query(prov);
     if (set_rx)
         unsetenv("FI_OFI_RXM_MSG_RX_SIZE");
-    int ok = !why, all = 0;
-    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all) {
+    if (!msh_lane_all_ok(!why)) {
         job.failed = 1;
         return why ? why : "another process cannot open it";
     }
@@ -1285,24 +1283,7 @@ static void close_ep(msh_lane_tp *l)
 
 static void fab_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_ep); }
 
-static const msh_tp_ops fab_ops = {
-    .name = "fabric",
-    .post = fab_post,
-    .send_now = fab_send_now,
-    .init = msh_lane_op_init,
-    .start = msh_lane_op_start,
-    .track = msh_lane_op_track,
-    .poll = msh_lane_op_poll,
-    .tracked = msh_lane_op_tracked,
-    .cancel = msh_lane_op_cancel,
-    .probe = msh_lane_op_probe,
-    .post_matched = msh_lane_op_post_matched,
-    .wait = msh_lane_op_wait,
-    .test = msh_lane_op_test,
-    .release = msh_lane_op_release,
-    .close = fab_close,
-    .mark_comms = msh_lane_op_mark_comms,
-};
+static const msh_tp_ops fab_ops = MSH_LANE_TP_OPS("fabric", fab_post, fab_send_now, fab_close);
 
 /* ------------------------------------------------------------ opening */
 
@@ -1374,21 +1355,17 @@ static const char *exchange(fab_tp *f, const char *why)
     memset(name, 0, sizeof name);
     if (!why && fi_getname(&f->ep->fid, name, &len))
         why = "fi_getname failed";
-    int ok = !why, all = 0;
-    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all)
+    if (!msh_lane_all_ok(!why))
         return why ? why : "another process cannot open its endpoint";
     char *names = malloc((size_t)job.wsize * sizeof name);
     f->addr = malloc(sizeof *f->addr * (size_t)job.wsize);
-    ok = names && f->addr;
-    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok) {
+    if (!msh_lane_all_ok(names && f->addr)) {
         free(names);
         return "out of memory";
     }
     PMPI_Allgather(name, sizeof name, MPI_BYTE, names, sizeof name, MPI_BYTE, MPI_COMM_WORLD);
     /* One at a time: a provider's names need not be of one length. */
-    ok = 1;
+    int ok = 1;
     for (int i = 0; i < job.wsize && ok; i++) {
         int rc = fi_av_insert(f->av, names + (size_t)i * sizeof name, 1, &f->addr[i], 0, NULL);
         ok = rc == 1;
@@ -1397,8 +1374,7 @@ static const char *exchange(fab_tp *f, const char *why)
                     (unsigned)job.info->addr_format);
     }
     free(names);
-    PMPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!ok)
+    if (!msh_lane_all_ok(ok))
         return "fi_av_insert failed";
     /* Every process has mapped this VCI's endpoints now (the shm provider
      * maps a peer's file when its address is inserted). */
@@ -1420,11 +1396,10 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
         *why = "not opened";
         return NULL;
     }
-    fab_tp *f = aligned_alloc(MSH_CACHELINE, (sizeof *f + MSH_CACHELINE - 1) / MSH_CACHELINE * MSH_CACHELINE);
+    fab_tp *f = msh_lane_tp_alloc(sizeof *f);
     msh_tp *host = msh_tp_open("host", idx, why);
     const char *w = !f || !host ? "out of memory" : NULL;
     if (f) {
-        memset(f, 0, sizeof *f);
         msh_lane_q_init(&f->l.q, sizeof(fab_req), drop);
         f->held_tail = &f->held;
         if (!w && job.nopeek && !(f->bounce = malloc(EAGER_MAX)))
@@ -1446,14 +1421,9 @@ msh_tp *msh_tp_fabric_open(int idx, const char **why)
      * not apply to messages that arrived first (job.nopeek says why). */
     if (idx == 0)
         msh_lane_open(job.prov, CID_BITS, TAG_CID_SHIFT, INT_MAX, !job.nopeek);
-    f->l.host = host;
-    f->l.ops = &fab_lane_ops;
-    f->l.base.ops = &fab_ops;
-    f->l.base.idx = idx;
+    msh_lane_tp_opened(&f->l, host, &fab_lane_ops, &fab_ops, idx);
     f->acks.which = CTX_ACKS;
     post_acks(f);
-    set_tracked(f);
-    msh_tp_direct = 0;
     return &f->l.base;
 }
 

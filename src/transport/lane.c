@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/log.h"
@@ -53,6 +54,33 @@ void msh_lane_shut(void)
 const char *msh_lane_provider(void)
 {
     return lane.open ? lane.provider : NULL;
+}
+
+int msh_lane_all_ok(int ok)
+{
+    int all = 0;
+    ok = ok != 0;
+    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    return all;
+}
+
+void *msh_lane_tp_alloc(size_t size)
+{
+    size = (size + MSH_CACHELINE - 1) / MSH_CACHELINE * MSH_CACHELINE;
+    void *p = aligned_alloc(MSH_CACHELINE, size);
+    if (p)
+        memset(p, 0, size);
+    return p;
+}
+
+void msh_lane_tp_opened(msh_lane_tp *l, msh_tp *host, const msh_lane_ops *ops, const msh_tp_ops *tp_ops, int idx)
+{
+    l->host = host;
+    l->ops = ops;
+    l->base.ops = tp_ops;
+    l->base.idx = idx;
+    msh_lane_set_tracked(l);
+    msh_tp_direct = 0;
 }
 
 /* The launcher's count of each node's processes where every process has

@@ -640,6 +640,28 @@ int msh_lane_op_wait(msh_tp *tp, msh_tp_req *treq, MPI_Status *st);
 int msh_lane_op_test(msh_tp *tp, msh_tp_req *treq, int *flag, MPI_Status *st);
 int msh_lane_op_release(msh_tp *tp, msh_tp_req *treq);
 void msh_lane_op_mark_comms(msh_tp *tp);
+/* A lane's transport operations: its own post, send_now and close, the
+ * shared ones above for the rest. */
+#define MSH_LANE_TP_OPS(lane_name, post_fn, send_now_fn, close_fn)                                          \
+    {                                                                                                      \
+        .name = (lane_name), .post = (post_fn), .send_now = (send_now_fn), .init = msh_lane_op_init,       \
+        .start = msh_lane_op_start, .track = msh_lane_op_track, .poll = msh_lane_op_poll,                  \
+        .tracked = msh_lane_op_tracked, .cancel = msh_lane_op_cancel, .probe = msh_lane_op_probe,          \
+        .post_matched = msh_lane_op_post_matched, .wait = msh_lane_op_wait, .test = msh_lane_op_test,      \
+        .release = msh_lane_op_release, .close = (close_fn), .mark_comms = msh_lane_op_mark_comms,         \
+    }
+
+/* Opening, collective on MPI_COMM_WORLD (every process opens its VCIs in
+ * the same order, at init): whether ok holds on every process, so that
+ * either every process uses a lane or none does. */
+int msh_lane_all_ok(int ok);
+/* A lane's instance of size bytes, zeroed and on cache lines of its own
+ * (VCIs share none), or NULL. */
+void *msh_lane_tp_alloc(size_t size);
+/* The last step of opening VCI idx on lane l, with the host transport
+ * under it: from here the transports are not all the host's. */
+void msh_lane_tp_opened(msh_lane_tp *l, msh_tp *host, const msh_lane_ops *ops, const msh_tp_ops *tp_ops, int idx);
+
 /* What every lane's close does around its own: sends still to deliver
  * first (msh_lane_flush), then, after close_ep dropped the endpoints,
  * the requests and the host transport. */

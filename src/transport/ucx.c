@@ -156,9 +156,7 @@ static const char *job_open(void)
     const char *why = load();
     if (!why)
         why = query();
-    int ok = !why, all = 0;
-    PMPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all) {
+    if (!msh_lane_all_ok(!why)) {
         job.failed = 1;
         return why ? why : "another process cannot open it";
     }
@@ -565,24 +563,7 @@ static void close_ep(msh_lane_tp *l)
 
 static void ux_close(msh_tp *tp) { msh_lane_op_close(msh_lane_tp_of(tp), close_ep); }
 
-static const msh_tp_ops ux_ops = {
-    .name = "ucx",
-    .post = ux_post,
-    .send_now = ux_send_now,
-    .init = msh_lane_op_init,
-    .start = msh_lane_op_start,
-    .track = msh_lane_op_track,
-    .poll = msh_lane_op_poll,
-    .tracked = msh_lane_op_tracked,
-    .cancel = msh_lane_op_cancel,
-    .probe = msh_lane_op_probe,
-    .post_matched = msh_lane_op_post_matched,
-    .wait = msh_lane_op_wait,
-    .test = msh_lane_op_test,
-    .release = msh_lane_op_release,
-    .close = ux_close,
-    .mark_comms = msh_lane_op_mark_comms,
-};
+static const msh_tp_ops ux_ops = MSH_LANE_TP_OPS("ucx", ux_post, ux_send_now, ux_close);
 
 /* ------------------------------------------------------------ opening */
 
@@ -619,8 +600,7 @@ static const char *exchange(ux_tp *f, const char *why)
     f->alen = (size_t)all[1];
     char *mine = calloc(1, f->alen);
     f->addrs = malloc(f->alen * (size_t)job.wsize);
-    int ok = mine && f->addrs, allok = 0;
-    PMPI_Allreduce(&ok, &allok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    int allok = msh_lane_all_ok(mine && f->addrs);
     if (allok) {
         memcpy(mine, a, len);
         PMPI_Allgather(mine, (int)f->alen, MPI_BYTE, f->addrs, (int)f->alen, MPI_BYTE, MPI_COMM_WORLD);
@@ -639,11 +619,10 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why)
         *why = "not opened";
         return NULL;
     }
-    ux_tp *f = aligned_alloc(MSH_CACHELINE, (sizeof *f + MSH_CACHELINE - 1) / MSH_CACHELINE * MSH_CACHELINE);
+    ux_tp *f = msh_lane_tp_alloc(sizeof *f);
     msh_tp *host = msh_tp_open("host", idx, why);
     const char *w = !f || !host ? "out of memory" : NULL;
     if (f) {
-        memset(f, 0, sizeof *f);
         msh_lane_q_init(&f->l.q, sizeof(ux_req), NULL);
         if (!w)
             w = open_worker(f);
@@ -658,12 +637,7 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why)
     }
     if (idx == 0)
         msh_lane_open("ucx", CID_BITS, CID_SHIFT, 1 << SRC_BITS, 1);
-    f->l.host = host;
-    f->l.ops = &ux_lane_ops;
-    f->l.base.ops = &ux_ops;
-    f->l.base.idx = idx;
-    set_tracked(f);
-    msh_tp_direct = 0;
+    msh_lane_tp_opened(&f->l, host, &ux_lane_ops, &ux_ops, idx);
     return &f->l.base;
 }
 
