@@ -6,7 +6,8 @@
 # For each host and each T in BENCH_CT_THREADS, runs build/<host>/bench/ctors
 # (make -C bench ctors builds it; see bench/ctors.c: each thread makes
 # MPI_Comm_dup + MPI_Comm_free pairs of a parent of its own that asserts
-# mpi_assert_no_any_tag; microseconds a pair, the slowest thread) on 2 ranks:
+# mpi_assert_no_any_tag; microseconds a pair, the slowest thread's median of
+# 10 timed runs of its pairs) on 2 ranks:
 #
 #   raw         mpirun -np 2 ctors -t T             (the host alone)
 #   shim        through build/mpishim, the defaults (MPISHIM_MAP=comm)
@@ -112,12 +113,13 @@ bench_run() {
 
 # bench_table HOST CSV: median time per T and configuration, and each
 # configuration's ratio to raw (above 1: slower than the host).
-bench_table() { bench_t_table "$2" "microseconds per MPI_Comm_dup + MPI_Comm_free, the slowest thread"; }
+bench_table() { bench_t_table "$2" "microseconds per MPI_Comm_dup + MPI_Comm_free, the slowest thread's median of 10 timed runs"; }
 
 header=$(
     echo "Communicator constructors (bench/ctors.c): 2 ranks, T threads each making $pairs MPI_Comm_dup +"
     echo "MPI_Comm_free pairs of a parent of its own that asserts no_any_tag; microseconds a pair (the slowest"
-    echo "thread), median of $runs alternating runs per T and configuration; xN/raw above 1 is slower."
+    echo "thread's median of 10 timed runs of its pairs), median of $runs alternating runs per T and"
+    echo "configuration; xN/raw above 1 is slower."
     bench_header full
     echo "configs: ${configs[*]}; T: $threads"
     [ -z "$baseline" ] || echo "baseline = $baseline_of with the library of $baseline"
