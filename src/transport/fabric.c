@@ -420,7 +420,6 @@ typedef struct fab_tp {
 } fab_tp;
 
 static inline fab_tp *fab_of(msh_tp *tp) { return (fab_tp *)tp; }
-static inline void set_tracked(fab_tp *f) { msh_lane_set_tracked(&f->l); }
 
 enum { BL_TX, BL_RX };
 

@@ -199,7 +199,6 @@ static inline ux_req *req_new(ux_tp *f)
 static inline void req_free(ux_tp *f, ux_req *r) { msh_lane_req_free(&f->l.q, &r->b); }
 static inline ux_req *req_of(ux_tp *f, msh_tp_req t) { return (ux_req *)msh_lane_req_of(&f->l.q, t); }
 static inline void finish(ux_tp *f, ux_req *r) { msh_lane_finish(&f->l.q, &r->b, f->l.base.idx); }
-static inline void set_tracked(ux_tp *f) { msh_lane_set_tracked(&f->l); }
 
 /* ------------------------------------------------------------ completions */
 

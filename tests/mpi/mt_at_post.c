@@ -74,8 +74,6 @@ out:
     return NULL;
 }
 
-static void run_threads(void *(*fn)(void *)) { test_run_checked_threads(NTHREADS, fn); }
-
 static int error_class(int rc)
 {
     int c = -1;
@@ -104,10 +102,10 @@ int main(int argc, char **argv)
     /* 1. */
     test_step = "1: blocking sends and receives";
     if (active && sender)
-        run_threads(phase1);
+        test_run_checked_threads(NTHREADS, phase1);
     MPI_Barrier(MPI_COMM_WORLD);
     if (active && !sender)
-        run_threads(phase1_recv);
+        test_run_checked_threads(NTHREADS, phase1_recv);
     MPI_Barrier(MPI_COMM_WORLD);
 
     /* 2. */
