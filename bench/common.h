@@ -41,6 +41,21 @@ static inline int shim_active(void)
     return active ? active() : 0;
 }
 
+/* qsort's comparison for doubles, ascending. */
+static inline int bench_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of v[0..n-1], n > 0, which it sorts in place (an even n: the
+ * mean of the middle two). */
+static inline double bench_median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, bench_cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 #ifdef BENCH_PROG
 
 static int rank; /* in MPI_COMM_WORLD, set by main; die() prints it */

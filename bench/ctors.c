@@ -39,12 +39,6 @@ static double *elapsed; /* per thread: seconds for its pairs */
 static double *median;  /* per thread: seconds a pair, its median run */
 static pthread_barrier_t bar;
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static void *run(void *arg)
 {
     int t = (int)(long)arg, k = pairs < CHUNKS ? pairs : CHUNKS, done = 0;
@@ -63,8 +57,7 @@ static void *run(void *arg)
         done += n;
     }
     elapsed[t] = now() - t0;
-    qsort(per, (size_t)k, sizeof *per, cmp_double);
-    median[t] = k % 2 ? per[k / 2] : (per[k / 2 - 1] + per[k / 2]) / 2;
+    median[t] = bench_median(per, k);
     return NULL;
 }
 

@@ -88,12 +88,6 @@ static double run_coll(int which, int count, int nb, int n)
     return (now() - t) / n * 1e9;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int main(int argc, char **argv)
 {
     int provided, size, c, n = 1000000, reps = 5;
@@ -116,7 +110,7 @@ int main(int argc, char **argv)
         run_mode(m & 2, m & 1, n / 10 + 1); /* warm-up */
         for (int k = 0; k < reps; k++)
             ns[k] = run_mode(m & 2, m & 1, n);
-        qsort(ns, (size_t)reps, sizeof ns[0], cmp_double);
+        qsort(ns, (size_t)reps, sizeof ns[0], bench_cmp_double);
         if (rank == 1)
             printf("hostforms: %-12s %8.1f ns/msg (median of %d x %d messages, receiver's clock)\n", names[m],
                    ns[reps / 2], reps, n);
@@ -134,7 +128,7 @@ int main(int argc, char **argv)
             run_coll(colls[k].which, colls[k].count, nb, nc / 10 + 1); /* warm-up */
             for (int j = 0; j < reps; j++)
                 ns[nb][j] = run_coll(colls[k].which, colls[k].count, nb, nc);
-            qsort(ns[nb], (size_t)reps, sizeof ns[nb][0], cmp_double);
+            qsort(ns[nb], (size_t)reps, sizeof ns[nb][0], bench_cmp_double);
         }
         if (rank == 0)
             printf("hostforms: %-12s %8.1f ns blocking, %8.1f ns nonblocking + wait (median of %d x %d calls)\n",

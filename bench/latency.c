@@ -122,12 +122,6 @@ static void *pair(void *arg)
     return NULL;
 }
 
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static int posint(const char *s, int lo)
 {
     char *e;
@@ -179,7 +173,7 @@ int main(int argc, char **argv)
         pthread_join(th[i], NULL);
     int all = 0;
     check_mpi(MPI_Reduce(&failures, &all, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD), "MPI_Reduce");
-    qsort(times, (size_t)reps, sizeof *times, cmp);
+    qsort(times, (size_t)reps, sizeof *times, bench_cmp_double);
     if (rank == 0)
         printf("latency shim=%d threads=%d bytes=%d iters=%d reps=%d probe=%d half_rtt_us=%.3f failures=%d\n",
                shim_active(), nthreads, bytes, iters, reps, probe, times[reps / 2] * 1e6, all);

@@ -153,20 +153,13 @@ static int status_warned;
 
 /* ------------------------------------------------------------------ helpers */
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 static double median_of(const double *v, int n)
 {
     if (n <= 0)
         return 0.0;
     double *c = xcalloc((size_t)n, sizeof *c);
     memcpy(c, v, (size_t)n * sizeof *c);
-    qsort(c, (size_t)n, sizeof *c, cmp_double);
-    double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
+    double m = bench_median(c, n);
     free(c);
     return m;
 }
