@@ -107,6 +107,7 @@ int msh_post_send(msh_tp_mode op, int persistent, const void *buf, MPI_Count cou
         msh_solo_exit();
         return rc;
     }
+    msh_progress_note_post();
     msh_comm *mc = msh_comm_lookup(comm);
     msh_route rt;
     msh_route_send(comm, mc, dest, tag, &rt);
@@ -164,6 +165,7 @@ int msh_post_recv(int persistent, void *buf, MPI_Count count, MPI_Datatype dt, i
         msh_solo_exit();
         return rc;
     }
+    msh_progress_note_post();
     msh_route rt;
     msh_comm *mc;
     int rc = msh_recv_route(comm, source, tag, &rt, &mc);
@@ -234,6 +236,7 @@ static msh_vci *message_vci(MPI_Message m)
 
 int msh_post_matched(void *buf, MPI_Count count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
 {
+    msh_progress_note_post();
     msh_vci *v = message_vci(*message);
     msh_request *r = msh_post_begin(v);
     if (!r)

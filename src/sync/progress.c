@@ -75,14 +75,10 @@ static void complete_polled(msh_vci *v, const msh_tp_done *done, int n)
     msh_notify_flush(&b);
 }
 
-static int poll_vci(msh_vci *v, int blocking, int lanes_only)
+/* Entered holding v's lock, which it releases: post v's queue, poll its
+ * transport, complete what it reports. */
+static int poll_locked(msh_vci *v, int lanes_only)
 {
-    if (msh_tp_idle(v->tp) && (lanes_only || !msh_queue_nonempty(v)))
-        return 0;
-    if (blocking)
-        msh_vci_lock(v);
-    else if (!msh_vci_trylock_helping(v))
-        return 0;
     if (!lanes_only && msh_queue_nonempty(v))
         msh_queue_drain(v);
     if (msh_tp_idle(v->tp)) {
@@ -100,6 +96,17 @@ static int poll_vci(msh_vci *v, int blocking, int lanes_only)
     complete_polled(v, done, n);
     msh_vci_unlock(v);
     return n;
+}
+
+static int poll_vci(msh_vci *v, int blocking, int lanes_only)
+{
+    if (msh_tp_idle(v->tp) && (lanes_only || !msh_queue_nonempty(v)))
+        return 0;
+    if (blocking)
+        msh_vci_lock(v);
+    else if (!msh_vci_trylock_helping(v))
+        return 0;
+    return poll_locked(v, lanes_only);
 }
 
 int msh_progress_poll(msh_vci *v, int blocking)
@@ -575,6 +582,58 @@ int msh_progress_try(int vci)
     unsigned misses = 0;
     int n = d->poll(d->poll_arg, dom, &misses);
     release_ownership(d);
+    return n;
+}
+
+/* With a progress thread, a thread's tests of one request (or one array,
+ * by its first pending handle) one after another, with no post of its own
+ * between, are a polling loop: of
+ * those after the first, every MSH_TEST_LOOP_POLLS-th polls, the others
+ * leave it to the progress thread's next pass. A test that polls takes the
+ * VCI's lock from the progress thread, which holds it most of the time:
+ * Open MPI, one rank, an empty test in a loop 140 million times a second
+ * without that poll, 5-6 million with it at every test (raw: 66). */
+#define MSH_TEST_LOOP_POLLS 64
+static MSH_TLS struct {
+    MPI_Request key;
+    unsigned posts; /* msh_progress_posts at the run's first test */
+    unsigned n;
+} test_loop;
+MSH_TLS unsigned msh_progress_posts;
+
+int msh_progress_test(int vci, uint64_t vcis, MPI_Request key)
+{
+    if (!msh_progress_has_thread() || msh_host_lock_depth > 0) {
+        msh_tp_exhaustive = 1;
+        int n = msh_progress_try(vci);
+        msh_tp_exhaustive = 0;
+        return n;
+    }
+    if (key == MPI_REQUEST_NULL) {
+        /* polls, and leaves the run as it is */
+    } else if (key == test_loop.key && msh_progress_posts == test_loop.posts) {
+        if (++test_loop.n % MSH_TEST_LOOP_POLLS != 0)
+            return 0;
+    } else {
+        test_loop.key = key;
+        test_loop.posts = msh_progress_posts;
+        test_loop.n = 0;
+    }
+    /* The progress thread owns the domain for good, so a try would leave
+     * every completion to its next pass, and a program that tests once,
+     * with nothing else running, would find a finished send not finished.
+     * The tested VCIs are polled here, under their locks, as the progress
+     * thread's polls are; also one that looks idle: a poll takes its
+     * completions off the tracked set before it marks them complete, under
+     * the lock. */
+    msh_tp_exhaustive = 1;
+    int n = 0;
+    for (int i = 0; i < msh_pool.n && i < MSH_MAX_VCIS; i++)
+        if (vcis & (UINT64_C(1) << i)) {
+            msh_vci_lock(&msh_pool.v[i]);
+            n += poll_locked(&msh_pool.v[i], 0);
+        }
+    msh_tp_exhaustive = 0;
     return n;
 }
 

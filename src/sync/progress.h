@@ -52,6 +52,30 @@ void msh_sync_finish(msh_sync *s, int claimed);
  * one owns the domain of vci, else does nothing. Returns completions seen. */
 int msh_progress_try(int vci);
 
+/* The progress pass of a test (MPI_Test and its kin, MPI_Waitsome's first
+ * look, a request's status) of requests pending on the VCIs in vcis (bit
+ * i: VCI i; one of them is vci): msh_progress_try's, or with a progress
+ * thread a poll of each of those VCIs, and every poll looks at all of a
+ * VCI's tracked operations. So a thread alone in MPI finds an operation
+ * complete once the host (or lane) has completed it, as with the host's own
+ * test, however many others are pending; where another program thread owns
+ * the domain, its next pass reports it (a test returns at once). key: the
+ * tested handle (an array's first pending one); with a progress thread,
+ * tests of the same key in a row, with no post between, poll only now and
+ * then (progress.c); MPI_REQUEST_NULL: always poll (a blocking call's
+ * first look).
+ * Returns completions seen. */
+int msh_progress_test(int vci, uint64_t vcis, MPI_Request key);
+
+/* This thread's posts and starts, counted: a test after the thread posted
+ * anything (a blocking send the host finished at its post may have
+ * finished a tested receive) is not part of a polling loop. */
+extern MSH_TLS unsigned msh_progress_posts;
+static inline void msh_progress_note_post(void)
+{
+    msh_progress_posts++;
+}
+
 /* One poll of v's transport (after posting v's queue), completing the shim
  * requests it reports. blocking: take v's lock, else skip v if busy.
  * Returns completions. */

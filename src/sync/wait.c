@@ -225,6 +225,7 @@ int msh_coll_finish(msh_vci *v, int rc, MPI_Request hreq, MPI_Status *status)
 
 int msh_req_start(msh_request *r)
 {
+    msh_progress_note_post();
     msh_vci *v = msh_vci_get(r->vci);
     msh_vci_lock(v);
     if (msh_queue_nonempty(v))
@@ -460,6 +461,8 @@ typedef struct census {
     int nshim_active;      /* pending or complete */
     int nshim_pending;
     int first_pending_vci;
+    uint64_t pending_vcis; /* bit i: a pending one on VCI i */
+    MPI_Request first_pending;
     int nhost;             /* requests the shim did not make */
     int nnull;
 } census;
@@ -483,8 +486,12 @@ static int take_census(int n, const MPI_Request reqs[], census *cs)
         int st = state_of(r);
         if (st == MSH_REQ_PENDING || st == MSH_REQ_COMPLETE) {
             cs->nshim_active++;
-            if (st == MSH_REQ_PENDING && cs->nshim_pending++ == 0)
+            if (st == MSH_REQ_PENDING && cs->nshim_pending++ == 0) {
                 cs->first_pending_vci = r->vci;
+                cs->first_pending = reqs[i];
+            }
+            if (st == MSH_REQ_PENDING)
+                cs->pending_vcis |= UINT64_C(1) << r->vci;
         }
     }
     return MPI_SUCCESS;
@@ -730,8 +737,11 @@ static int wait_mixed_loop(int n, MPI_Request reqs[], const msh_completion *c, h
  * failed host call ends the loop unmet). */
 static int wait_mixed(int n, MPI_Request reqs[], const msh_completion *c, const census *cs, host_part *h)
 {
-    if (cs->nshim_pending && !c->blocking && msh_on()) /* partitioned requests exist without the runtime */
-        msh_progress_try(cs->first_pending_vci);
+    /* A test, and MPI_Waitsome, which returns every request that is
+     * complete, not the first found: what the host has completed is
+     * reported first. (Partitioned requests exist without the runtime.) */
+    if (cs->nshim_pending && (!c->blocking || c->mode == MSH_COMPLETE_SOME) && msh_on())
+        msh_progress_test(cs->first_pending_vci, cs->pending_vcis, c->blocking ? MPI_REQUEST_NULL : cs->first_pending);
     msh_spin sp = MSH_SPIN_ON(cs->first_pending_vci);
     int met = wait_mixed_loop(n, reqs, c, h, &sp);
     msh_spin_end(&sp);
@@ -978,10 +988,15 @@ static int host_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
     return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
 }
 
+static inline uint64_t vci_bit(int vci)
+{
+    return UINT64_C(1) << vci;
+}
+
 static int host_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
 {
     if (!msh_req_done(r)) {
-        msh_progress_try(r->vci);
+        msh_progress_test(r->vci, vci_bit(r->vci), *handle);
         if (!msh_req_done(r)) {
             *flag = 0;
             return MPI_SUCCESS;
@@ -994,7 +1009,7 @@ static int host_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status 
 static int host_get_status(msh_request *r, int *flag, MPI_Status *status)
 {
     if (!msh_req_done(r))
-        msh_progress_try(r->vci);
+        msh_progress_test(r->vci, vci_bit(r->vci), msh_req_handle(r));
     *flag = msh_req_done(r);
     if (!*flag)
         return MPI_SUCCESS;

@@ -13,6 +13,7 @@ msh_tp *msh_tp_ucx_open(int idx, const char **why);
 
 int msh_tp_direct = 1;
 MSH_TLS int msh_tp_lanes_only;
+MSH_TLS int msh_tp_exhaustive;
 
 static const struct {
     const char *name;

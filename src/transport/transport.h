@@ -180,6 +180,12 @@ extern int msh_tp_direct;
  * lane's poll then neither polls nor pokes the host transport under it. */
 extern MSH_TLS int msh_tp_lanes_only;
 
+/* Set while this thread polls for a test (msh_progress_test): a poll then
+ * looks at every operation it tracks, where it would otherwise look at some
+ * (host.c): a test must find an operation complete once the transport has
+ * completed it, whichever of the tracked ones it is. */
+extern MSH_TLS int msh_tp_exhaustive;
+
 /* A communicator the shim registered (collective over c: every member
  * calls it, in the same order as its other collectives on c), and its
  * removal (MPI_Comm_free). A transport that carries communicators of its
