@@ -587,12 +587,11 @@ int msh_progress_try(int vci)
 
 /* With a progress thread, a thread's tests of one request (or one array,
  * by its first pending handle) one after another, with no post of its own
- * between, are a polling loop: of
- * those after the first, every MSH_TEST_LOOP_POLLS-th polls, the others
- * leave it to the progress thread's next pass. A test that polls takes the
- * VCI's lock from the progress thread, which holds it most of the time:
- * Open MPI, one rank, an empty test in a loop 140 million times a second
- * without that poll, 5-6 million with it at every test (raw: 66). */
+ * between, are a polling loop: of those after the first, every
+ * MSH_TEST_LOOP_POLLS-th polls, the others leave it to the progress
+ * thread's next pass. A test that polls takes the VCI's lock from the
+ * progress thread, which holds it most of the time: polling at every test
+ * made an empty test many times slower than the host's (docs/design.md). */
 #define MSH_TEST_LOOP_POLLS 64
 static MSH_TLS struct {
     MPI_Request key;
