@@ -110,6 +110,14 @@ static void round_trip(int mode, int n, int kind, int round, int backlog)
           mode_name[mode], n, backlog ? " with older receives pending" : "", round, kind_name[kind]);
 }
 
+static void some(int wait, MPI_Request *r, int *outcount, int *idx, MPI_Status *st)
+{
+    if (wait)
+        CHECK_MPI(MPI_Waitsome(NRECV, r, outcount, idx, st));
+    else
+        CHECK_MPI(MPI_Testsome(NRECV, r, outcount, idx, st));
+}
+
 static void some_sets(MPI_Comm comm, int wait)
 {
     const char *call = wait ? "MPI_Waitsome" : "MPI_Testsome";
@@ -129,10 +137,7 @@ static void some_sets(MPI_Comm comm, int wait)
         }
         int outcount = 0, idx[NRECV];
         MPI_Status st[NRECV];
-        if (wait)
-            CHECK_MPI(MPI_Waitsome(NRECV, r, &outcount, idx, st));
-        else
-            CHECK_MPI(MPI_Testsome(NRECV, r, &outcount, idx, st));
+        some(wait, r, &outcount, idx, st);
         CHECK(outcount == want, "%s after %d synchronous sends to self returned %d requests", call, want,
               outcount);
         for (int k = 0; k < outcount; k++) {
@@ -146,10 +151,7 @@ static void some_sets(MPI_Comm comm, int wait)
         }
     }
     int outcount = 0, idx[NRECV];
-    if (wait)
-        CHECK_MPI(MPI_Waitsome(NRECV, r, &outcount, idx, MPI_STATUSES_IGNORE));
-    else
-        CHECK_MPI(MPI_Testsome(NRECV, r, &outcount, idx, MPI_STATUSES_IGNORE));
+    some(wait, r, &outcount, idx, MPI_STATUSES_IGNORE);
     CHECK(outcount == MPI_UNDEFINED, "%s over finished requests returned %d, not MPI_UNDEFINED", call, outcount);
 }
 
