@@ -11,8 +11,11 @@
 #   raw         mpirun -np 1 testrate -t T          (the host alone)
 #   shim        through build/mpishim, the defaults
 #   ucx         MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=T: a UCX worker per thread
+#   thread      MPISHIM_PROGRESS=thread: a progress thread, which the tests
+#               leave the polling to while they run in a loop
+#   offload     MPISHIM_PROGRESS=offload
 #   everywhere  mpirun -np T testrate -t 1: T single-threaded ranks
-#   baseline    BENCH_BASELINE_OF (default ucx) with the library of another
+#   baseline    BENCH_BASELINE_OF (default ucx; shim, ucx, thread or offload) with the library of another
 #               build folder, BENCH_BASELINE (only then): before/after a
 #               change in one run
 #
@@ -54,11 +57,11 @@ for t in $threads; do
 done
 [ -n "${threads// /}" ] || die "BENCH_TR_THREADS must not be empty"
 for c in "${configs[@]}"; do
-    case $c in raw|shim|ucx|everywhere|baseline) ;;
-        *) die "unknown configuration '$c' (raw shim ucx everywhere baseline)" ;;
+    case $c in raw|shim|ucx|thread|offload|everywhere|baseline) ;;
+        *) die "unknown configuration '$c' (raw shim ucx thread offload everywhere baseline)" ;;
     esac
 done
-case $baseline_of in shim|ucx) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim or ucx" ;; esac
+case $baseline_of in shim|ucx|thread|offload) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim, ucx, thread or offload" ;; esac
 bench_baseline_configs
 bench_hosts "$@"
 bench_baseline_hosts
@@ -78,7 +81,10 @@ bench_run() {
     flags=($MPIRUN_FLAGS)
     [ "$host" = openmpi ] && flags+=(--bind-to none)
     if [ "$cfg" = baseline ]; then as=$baseline_of lib=$baseline/$host/libmpishim.so; fi
-    [ "$as" = ucx ] && envs=(MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t")
+    case $as in
+        ucx) envs=(MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t") ;;
+        thread|offload) envs=("MPISHIM_PROGRESS=$as") ;;
+    esac
     case $as in
         raw) cmd=("$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t") ;;
         everywhere) cmd=("$MPIRUN" "${flags[@]}" -np "$t" "$prog" -t 1) ;;
