@@ -467,6 +467,11 @@ typedef struct census {
     int nnull;
 } census;
 
+static inline uint64_t vci_bit(int vci)
+{
+    return UINT64_C(1) << vci;
+}
+
 static int take_census(int n, const MPI_Request reqs[], census *cs)
 {
     memset(cs, 0, sizeof *cs);
@@ -491,7 +496,7 @@ static int take_census(int n, const MPI_Request reqs[], census *cs)
                 cs->first_pending = reqs[i];
             }
             if (st == MSH_REQ_PENDING)
-                cs->pending_vcis |= UINT64_C(1) << r->vci;
+                cs->pending_vcis |= vci_bit(r->vci);
         }
     }
     return MPI_SUCCESS;
@@ -986,11 +991,6 @@ static int host_wait(msh_request *r, MPI_Request *handle, MPI_Status *status)
 {
     msh_req_wait_complete(r);
     return msh_req_retire(r, handle, status, MSH_RAISE_REQUEST);
-}
-
-static inline uint64_t vci_bit(int vci)
-{
-    return UINT64_C(1) << vci;
 }
 
 static int host_test(msh_request *r, MPI_Request *handle, int *flag, MPI_Status *status)
