@@ -547,10 +547,12 @@ static MSH_TLS unsigned try_misses; /* this thread's empty tries since its last 
  * most of an empty test's time on a lane. A domain that a waiter owns is
  * left to it, as before; the domain's sleepers wait for its owner, which a
  * test never is now. */
-static int try_vci(msh_domain *d, int dom)
+static int try_vci(msh_domain *d, int dom, int *skipped)
 {
-    if (atomic_load_explicit(&d->owned, memory_order_relaxed))
+    if (atomic_load_explicit(&d->owned, memory_order_relaxed)) {
+        *skipped = 1;
         return 0;
+    }
     int n = msh_progress_poll(&msh_pool.v[dom], 1) + poll_hook();
     /* Tests that found nothing on their VCI sweep the others, as an owner
      * does, once per MPISHIM_SWEEP_POLLS of them: a sweep looks at every
@@ -567,30 +569,40 @@ static int try_vci(msh_domain *d, int dom)
     return n;
 }
 
-int msh_progress_try(int vci)
+/* *skipped is set when another thread owns the domain and nothing was polled. */
+static int progress_try(int vci, int *skipped)
 {
     if (MSH_UNLIKELY(msh_host_lock_depth > 0))
         return poll_all(1);
     int dom = msh_progress_domain_of(vci);
     msh_domain *d = msh_domain_at(dom);
     if (msh_progress_per_vci && d->poll == vci_poll)
-        return try_vci(d, dom);
+        return try_vci(d, dom, skipped);
     /* One domain for every VCI (or a replaced poll): one thread at a time
-     * polls them all, the others' tests return at once. */
-    if (!take_ownership(d))
+     * polls them all, the others' tries return at once. */
+    if (!take_ownership(d)) {
+        *skipped = d->poll == vci_poll;
         return 0;
+    }
     unsigned misses = 0;
     int n = d->poll(d->poll_arg, dom, &misses);
     release_ownership(d);
     return n;
 }
 
-/* With a progress thread, a thread's tests of one request (or one array,
- * by its first pending handle) one after another, with no post of its own
- * between, are a polling loop: of those after the first, every
- * MSH_TEST_LOOP_POLLS-th polls, the others leave it to the progress
- * thread's next pass. A test that polls takes the VCI's lock from the
- * progress thread, which holds it most of the time: polling at every test
+int msh_progress_try(int vci)
+{
+    int skipped = 0;
+    return progress_try(vci, &skipped);
+}
+
+/* With a progress thread (or beside a waiter that owns the domain), a
+ * thread's tests of one request (or one array, by its first pending
+ * handle) one after another, with no post of its own between, are a
+ * polling loop: of those after the first, every
+ * MSH_TEST_LOOP_POLLS-th polls, the others leave it to the owner's next
+ * pass. A test that polls takes the VCI's lock from the progress thread,
+ * which holds it most of the time: polling at every test
  * made an empty test many times slower than the host's (docs/design.md). */
 #define MSH_TEST_LOOP_POLLS 64
 static MSH_TLS struct {
@@ -603,10 +615,17 @@ MSH_TLS unsigned msh_progress_posts;
 int msh_progress_test(int vci, uint64_t vcis, MPI_Request key)
 {
     if (!msh_progress_has_thread() || msh_host_lock_depth > 0) {
+        int skipped = 0;
         msh_tp_exhaustive = 1;
-        int n = msh_progress_try(vci);
+        int n = progress_try(vci, &skipped);
         msh_tp_exhaustive = 0;
-        return n;
+        /* A waiter that owns the domain polls for everyone, but looks at
+         * only some of many pending requests per poll: left to it, a single
+         * test beside it said "not complete" of a finished send. Such a
+         * test polls the tested VCIs itself, below, as it would beside a
+         * progress thread (the same polling-loop rule). */
+        if (!skipped)
+            return n;
     }
     if (key == MPI_REQUEST_NULL) {
         /* polls, and leaves the run as it is */
@@ -618,7 +637,7 @@ int msh_progress_test(int vci, uint64_t vcis, MPI_Request key)
         test_loop.posts = msh_progress_posts;
         test_loop.n = 0;
     }
-    /* The progress thread owns the domain for good, so a try would leave
+    /* A progress thread owns the domain for good, so a try would leave
      * every completion to its next pass, and a program that tests once,
      * with nothing else running, would find a finished send not finished.
      * The tested VCIs are polled here, under their locks, as the progress

@@ -1,0 +1,150 @@
+/* A test of a finished operation returns true at once while another thread
+ * of the process waits on the same communicator.
+ *
+ * The hosts answer MPI_Test and its kin from their own state, whatever
+ * other threads do, so one test after the matching receive has returned
+ * finds a send to the process itself complete. A shim whose waiting thread
+ * owns the progress of the communicator's VCI (it polls there for everyone)
+ * must not make that test return "not complete" and leave the report to the
+ * waiter's next look, which with many requests pending looks at only some.
+ *
+ * Every rank on its own, to itself. A waiter thread blocks in MPI_Recv on
+ * MPI_COMM_WORLD for a tag that only the main thread sends at the end;
+ * BACKLOG receives on a tag nobody sends are pending too (older than the
+ * rest, so a poll that looks at the oldest requests finds nothing). Then
+ * the main thread, ROUNDS times for each size (8 B, 1 MiB) and each send
+ * mode (MPI_Isend, MPI_Issend), posts the send, receives it with a blocking
+ * MPI_Recv, checks the data and makes one call of each completion kind
+ * (MPI_Test, MPI_Testall, MPI_Testany, MPI_Testsome,
+ * MPI_Request_get_status; a new send each), which must report it complete.
+ * At the end it wakes the waiter (its data checked) and cancels the backlog
+ * (each must report cancelled). */
+#include "testutil.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#define ROUNDS 20
+#define BACKLOG 16
+#define BIG (1 << 20)
+#define TAG 7
+#define NEVER_TAG 99
+#define WAKE_TAG 98
+#define WAKE_VALUE 4242
+
+enum { SEND, SSEND, NMODES };
+enum { K_TEST, K_TESTALL, K_TESTANY, K_TESTSOME, K_GET_STATUS, NKINDS };
+static const char *mode_name[NMODES] = { "MPI_Isend", "MPI_Issend" };
+static const char *kind_name[NKINDS] = { "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
+                                         "MPI_Request_get_status" };
+
+static int rank;
+static char *sbuf, *rbuf;
+static atomic_int waiter_started;
+
+static void *waiter(void *arg)
+{
+    int *got = arg;
+    atomic_store_explicit(&waiter_started, 1, memory_order_release);
+    MPI_Status st;
+    CHECK_MPI(MPI_Recv(got, 1, MPI_INT, rank, WAKE_TAG, MPI_COMM_WORLD, &st));
+    CHECK(st.MPI_TAG == WAKE_TAG, "waiter: status tag %d", st.MPI_TAG);
+    return NULL;
+}
+
+/* One completion call on r; returns whether it reported r complete, and
+ * leaves r freed (MPI_REQUEST_NULL) in every case. */
+static int one_test(int kind, MPI_Request *r)
+{
+    int flag = 0, idx = MPI_UNDEFINED, outcount = 0, ind[1];
+    MPI_Status st;
+    switch (kind) {
+    case K_TEST:
+        CHECK_MPI(MPI_Test(r, &flag, &st));
+        break;
+    case K_TESTALL:
+        CHECK_MPI(MPI_Testall(1, r, &flag, MPI_STATUSES_IGNORE));
+        break;
+    case K_TESTANY:
+        CHECK_MPI(MPI_Testany(1, r, &idx, &flag, &st));
+        flag = flag && idx == 0;
+        break;
+    case K_TESTSOME:
+        CHECK_MPI(MPI_Testsome(1, r, &outcount, ind, MPI_STATUSES_IGNORE));
+        flag = outcount == 1 && ind[0] == 0;
+        break;
+    default:
+        CHECK_MPI(MPI_Request_get_status(*r, &flag, &st));
+        break;
+    }
+    if (*r != MPI_REQUEST_NULL)
+        CHECK_MPI(MPI_Wait(r, MPI_STATUS_IGNORE));
+    return flag;
+}
+
+static void round_trip(int mode, int n, int kind, int round)
+{
+    MPI_Request s;
+    for (int i = 0; i < n; i++)
+        sbuf[i] = (char)(round * 31 + i + mode);
+    memset(rbuf, 0, (size_t)n);
+    if (mode == SEND)
+        CHECK_MPI(MPI_Isend(sbuf, n, MPI_BYTE, rank, TAG, MPI_COMM_WORLD, &s));
+    else
+        CHECK_MPI(MPI_Issend(sbuf, n, MPI_BYTE, rank, TAG, MPI_COMM_WORLD, &s));
+    MPI_Status st;
+    CHECK_MPI(MPI_Recv(rbuf, n, MPI_BYTE, rank, TAG, MPI_COMM_WORLD, &st));
+    CHECK(st.MPI_SOURCE == rank && st.MPI_TAG == TAG, "%s: status source %d tag %d", mode_name[mode],
+          st.MPI_SOURCE, st.MPI_TAG);
+    CHECK(memcmp(sbuf, rbuf, (size_t)n) == 0, "%s of %d bytes: wrong data", mode_name[mode], n);
+    CHECK(one_test(kind, &s),
+          "%s of %d bytes to self, after its MPI_Recv returned, while another thread waits on the "
+          "communicator (round %d): %s says not complete",
+          mode_name[mode], n, round, kind_name[kind]);
+}
+
+int main(int argc, char **argv)
+{
+    test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
+    test_watchdog("p2p_test_beside_wait", 120);
+    CHECK_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+    sbuf = malloc(BIG);
+    rbuf = malloc(BIG);
+    CHECK(sbuf && rbuf, "out of memory");
+
+    int never[BACKLOG];
+    MPI_Request pending[BACKLOG];
+    for (int i = 0; i < BACKLOG; i++)
+        CHECK_MPI(MPI_Irecv(&never[i], 1, MPI_INT, rank, NEVER_TAG, MPI_COMM_WORLD, &pending[i]));
+
+    int got = 0;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, waiter, &got) == 0, "pthread_create");
+    while (!atomic_load_explicit(&waiter_started, memory_order_acquire))
+        test_sleep_ms(1);
+    test_sleep_ms(20); /* time for the waiter to be inside its MPI_Recv */
+
+    for (int mode = 0; mode < NMODES; mode++)
+        for (int big = 0; big <= 1; big++)
+            for (int kind = 0; kind < NKINDS; kind++)
+                for (int round = 0; round < ROUNDS; round++)
+                    round_trip(mode, big ? BIG : 8, kind, round);
+
+    int wake = WAKE_VALUE;
+    CHECK_MPI(MPI_Send(&wake, 1, MPI_INT, rank, WAKE_TAG, MPI_COMM_WORLD));
+    CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+    CHECK(got == WAKE_VALUE, "waiter received %d, not %d", got, WAKE_VALUE);
+
+    for (int i = 0; i < BACKLOG; i++) {
+        MPI_Status st;
+        int cancelled = 0;
+        CHECK_MPI(MPI_Cancel(&pending[i]));
+        CHECK_MPI(MPI_Wait(&pending[i], &st));
+        CHECK_MPI(MPI_Test_cancelled(&st, &cancelled));
+        CHECK(cancelled, "pending receive %d: not cancelled", i);
+    }
+    free(sbuf);
+    free(rbuf);
+    test_finish("p2p_test_beside_wait");
+    return 0;
+}
