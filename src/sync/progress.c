@@ -544,9 +544,9 @@ static MSH_TLS unsigned try_misses; /* this thread's empty tries since its last 
  * without taking the domain: the VCI's lock serializes the polling already
  * (with plain stores for a thread alone on it, core/lock.h), and taking
  * and giving back the domain were two atomic read-modify-writes per test,
- * most of an empty test's time on a lane. A domain that a waiter owns is
- * left to it, as before; the domain's sleepers wait for its owner, which a
- * test never is now. */
+ * most of an empty test's time on a lane. A try on a domain that a waiter
+ * owns polls nothing (a test then polls by msh_progress_test's rule); the
+ * domain's sleepers wait for its owner, which a test never is now. */
 static int try_vci(msh_domain *d, int dom, int *skipped)
 {
     if (atomic_load_explicit(&d->owned, memory_order_relaxed)) {
