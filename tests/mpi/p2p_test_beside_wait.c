@@ -33,10 +33,7 @@
 #define WAKE_VALUE 4242
 
 enum { SEND, SSEND, NMODES };
-enum { K_TEST, K_TESTALL, K_TESTANY, K_TESTSOME, K_GET_STATUS, NKINDS };
 static const char *mode_name[NMODES] = { "MPI_Isend", "MPI_Issend" };
-static const char *kind_name[NKINDS] = { "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
-                                         "MPI_Request_get_status" };
 
 static int rank;
 static char *sbuf, *rbuf;
@@ -50,36 +47,6 @@ static void *waiter(void *arg)
     CHECK_MPI(MPI_Recv(got, 1, MPI_INT, rank, WAKE_TAG, MPI_COMM_WORLD, &st));
     CHECK(st.MPI_TAG == WAKE_TAG, "waiter: status tag %d", st.MPI_TAG);
     return NULL;
-}
-
-/* One completion call on r; returns whether it reported r complete, and
- * leaves r freed (MPI_REQUEST_NULL) in every case. */
-static int one_test(int kind, MPI_Request *r)
-{
-    int flag = 0, idx = MPI_UNDEFINED, outcount = 0, ind[1];
-    MPI_Status st;
-    switch (kind) {
-    case K_TEST:
-        CHECK_MPI(MPI_Test(r, &flag, &st));
-        break;
-    case K_TESTALL:
-        CHECK_MPI(MPI_Testall(1, r, &flag, MPI_STATUSES_IGNORE));
-        break;
-    case K_TESTANY:
-        CHECK_MPI(MPI_Testany(1, r, &idx, &flag, &st));
-        flag = flag && idx == 0;
-        break;
-    case K_TESTSOME:
-        CHECK_MPI(MPI_Testsome(1, r, &outcount, ind, MPI_STATUSES_IGNORE));
-        flag = outcount == 1 && ind[0] == 0;
-        break;
-    default:
-        CHECK_MPI(MPI_Request_get_status(*r, &flag, &st));
-        break;
-    }
-    if (*r != MPI_REQUEST_NULL)
-        CHECK_MPI(MPI_Wait(r, MPI_STATUS_IGNORE));
-    return flag;
 }
 
 static void round_trip(int mode, int n, int kind, int round)
@@ -97,10 +64,10 @@ static void round_trip(int mode, int n, int kind, int round)
     CHECK(st.MPI_SOURCE == rank && st.MPI_TAG == TAG, "%s: status source %d tag %d", mode_name[mode],
           st.MPI_SOURCE, st.MPI_TAG);
     CHECK(memcmp(sbuf, rbuf, (size_t)n) == 0, "%s of %d bytes: wrong data", mode_name[mode], n);
-    CHECK(one_test(kind, &s),
+    CHECK(test_one_completion(kind, &s),
           "%s of %d bytes to self, after its MPI_Recv returned, while another thread waits on the "
           "communicator (round %d): %s says not complete",
-          mode_name[mode], n, round, kind_name[kind]);
+          mode_name[mode], n, round, test_kind_name(kind));
 }
 
 int main(int argc, char **argv)
@@ -126,7 +93,7 @@ int main(int argc, char **argv)
 
     for (int mode = 0; mode < NMODES; mode++)
         for (int big = 0; big <= 1; big++)
-            for (int kind = 0; kind < NKINDS; kind++)
+            for (int kind = 0; kind < TEST_NKINDS; kind++)
                 for (int round = 0; round < ROUNDS; round++)
                     round_trip(mode, big ? BIG : 8, kind, round);
 

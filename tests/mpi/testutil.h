@@ -415,4 +415,46 @@ static int test_capture_stderr_end(const char *prefix)
     return count;
 }
 
+/* The completion calls that can test one request: test_one_completion
+ * makes one call of kind on *r and returns whether it reported the request
+ * complete, leaving *r freed (MPI_REQUEST_NULL) in every case. */
+enum { TEST_K_TEST, TEST_K_TESTALL, TEST_K_TESTANY, TEST_K_TESTSOME, TEST_K_GET_STATUS, TEST_NKINDS };
+
+__attribute__((unused))
+static const char *test_kind_name(int kind)
+{
+    static const char *const name[TEST_NKINDS] = { "MPI_Test", "MPI_Testall", "MPI_Testany", "MPI_Testsome",
+                                              "MPI_Request_get_status" };
+    return name[kind];
+}
+
+__attribute__((unused))
+static int test_one_completion(int kind, MPI_Request *r)
+{
+    int flag = 0, idx = MPI_UNDEFINED, outcount = 0, ind[1];
+    MPI_Status st;
+    switch (kind) {
+    case TEST_K_TEST:
+        CHECK_MPI(MPI_Test(r, &flag, &st));
+        break;
+    case TEST_K_TESTALL:
+        CHECK_MPI(MPI_Testall(1, r, &flag, MPI_STATUSES_IGNORE));
+        break;
+    case TEST_K_TESTANY:
+        CHECK_MPI(MPI_Testany(1, r, &idx, &flag, &st));
+        flag = flag && idx == 0;
+        break;
+    case TEST_K_TESTSOME:
+        CHECK_MPI(MPI_Testsome(1, r, &outcount, ind, MPI_STATUSES_IGNORE));
+        flag = outcount == 1 && ind[0] == 0;
+        break;
+    default:
+        CHECK_MPI(MPI_Request_get_status(*r, &flag, &st));
+        break;
+    }
+    if (*r != MPI_REQUEST_NULL)
+        CHECK_MPI(MPI_Wait(r, MPI_STATUS_IGNORE));
+    return flag;
+}
+
 #endif /* MPISHIM_TESTUTIL_H */
