@@ -102,14 +102,7 @@ int main(int argc, char **argv)
     CHECK(pthread_join(th, NULL) == 0, "pthread_join");
     CHECK(got == WAKE_VALUE, "waiter received %d, not %d", got, WAKE_VALUE);
 
-    for (int i = 0; i < BACKLOG; i++) {
-        MPI_Status st;
-        int cancelled = 0;
-        CHECK_MPI(MPI_Cancel(&pending[i]));
-        CHECK_MPI(MPI_Wait(&pending[i], &st));
-        CHECK_MPI(MPI_Test_cancelled(&st, &cancelled));
-        CHECK(cancelled, "pending receive %d: not cancelled", i);
-    }
+    test_cancel_all(BACKLOG, pending);
     free(sbuf);
     free(rbuf);
     test_finish("p2p_test_beside_wait");

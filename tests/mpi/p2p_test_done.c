@@ -181,14 +181,7 @@ int main(int argc, char **argv)
         for (int round = 0; round < SHORT_ROUNDS; round++)
             short_sends(round);
         if (backlog)
-            for (int i = 0; i < BACKLOG; i++) {
-                MPI_Status st;
-                int cancelled = 0;
-                CHECK_MPI(MPI_Cancel(&pending[i]));
-                CHECK_MPI(MPI_Wait(&pending[i], &st));
-                CHECK_MPI(MPI_Test_cancelled(&st, &cancelled));
-                CHECK(cancelled, "pending receive %d: not cancelled", i);
-            }
+            test_cancel_all(BACKLOG, pending);
     }
 
     CHECK_MPI(MPI_Comm_free(&self));
