@@ -17,6 +17,13 @@
  * MPI_Recv, checks the data and makes one call of each completion kind
  * (MPI_Test, MPI_Testall, MPI_Testany, MPI_Testsome,
  * MPI_Request_get_status; a new send each), which must report it complete.
+ * Before those, ROUNDS times for each completion kind, a 4-byte MPI_Isend
+ * is tested once right after its post, before any receive: both hosts
+ * copy a short message to the process itself inside the call, so the
+ * host's own test says complete there and the shim's must too (a test that
+ * left it to the waiter said "not complete" every time, under the default
+ * policy as well, where posts may wait in a queue for the waiter). The
+ * run with the shim disabled checks that premise on each host.
  * At the end it wakes the waiter (its data checked) and cancels the backlog
  * (each must report cancelled). */
 #include "testutil.h"
@@ -70,6 +77,20 @@ static void round_trip(int mode, int n, int kind, int round)
           mode_name[mode], n, round, test_kind_name(kind));
 }
 
+static void eager_at_once(int kind, int round)
+{
+    MPI_Request s;
+    int v = round * 131 + kind, got = -1;
+    CHECK_MPI(MPI_Isend(&v, 1, MPI_INT, rank, TAG, MPI_COMM_WORLD, &s));
+    CHECK(test_one_completion(kind, &s),
+          "MPI_Isend of 4 bytes to self, tested once right after its post while another thread waits on the "
+          "communicator (round %d): %s says not complete",
+          round, test_kind_name(kind));
+    MPI_Status st;
+    CHECK_MPI(MPI_Recv(&got, 1, MPI_INT, rank, TAG, MPI_COMM_WORLD, &st));
+    CHECK(got == v, "eager round %d: received %d, not %d", round, got, v);
+}
+
 int main(int argc, char **argv)
 {
     test_init(&argc, &argv, MPI_THREAD_MULTIPLE);
@@ -91,6 +112,9 @@ int main(int argc, char **argv)
         test_sleep_ms(1);
     test_sleep_ms(20); /* time for the waiter to be inside its MPI_Recv */
 
+    for (int kind = 0; kind < TEST_NKINDS; kind++)
+        for (int round = 0; round < ROUNDS; round++)
+            eager_at_once(kind, round);
     for (int mode = 0; mode < NMODES; mode++)
         for (int big = 0; big <= 1; big++)
             for (int kind = 0; kind < TEST_NKINDS; kind++)
