@@ -32,6 +32,7 @@
 #
 # Environment:
 #   BENCH_TR_THREADS  threads T                              (default "1 2")
+#   BENCH_TR_ARGS     more testrate arguments, e.g. -w (a waiting thread besides) (default none)
 #   BENCH_CONFIGS     comma list of configurations (default raw,shim,ucx,everywhere)
 #   BENCH_RUNS        rounds                                 (default 5)
 #   BENCH_TIMEOUT     seconds before a run is killed, NaN    (default 30)
@@ -46,6 +47,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 bench_setup testrate
 tmo=${BENCH_TIMEOUT:-30}
 threads=${BENCH_TR_THREADS:-1 2}
+# shellcheck disable=SC2206  # word splitting of the arguments is intended
+targs=(${BENCH_TR_ARGS:-})
 IFS=, read -r -a configs <<< "${BENCH_CONFIGS:-raw,shim,ucx,everywhere}"
 baseline=${BENCH_BASELINE:-}
 baseline_of=${BENCH_BASELINE_OF:-ucx}
@@ -86,9 +89,9 @@ bench_run() {
         thread|offload) envs=("MPISHIM_PROGRESS=$as") ;;
     esac
     case $as in
-        raw) cmd=("$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t") ;;
-        everywhere) cmd=("$MPIRUN" "${flags[@]}" -np "$t" "$prog" -t 1) ;;
-        *) cmd=(env "${envs[@]}" "$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t") ;;
+        raw) cmd=("$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t" "${targs[@]}") ;;
+        everywhere) cmd=("$MPIRUN" "${flags[@]}" -np "$t" "$prog" -t 1 "${targs[@]}") ;;
+        *) cmd=(env "${envs[@]}" "$build/mpishim" --host "$host" --lib "$lib" "$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t" "${targs[@]}") ;;
     esac
     local out rc line why="" want=1 log=$results/logs/testrate-$host-T$t-$cfg-run$round.log
     case $as in raw|everywhere) want=0 ;; esac
@@ -120,7 +123,8 @@ header=$(
     echo "matches on a communicator of its own for 1 s (everywhere: T single-threaded ranks); million tests a"
     echo "second per thread, median of $runs alternating runs per T and configuration; xN/raw above 1 is faster."
     bench_header full
-    echo "configs: ${configs[*]}; T: $threads"
+    echo "configs: ${configs[*]}; T: $threads${targs[*]:+; testrate ${targs[*]}}"
+    [ -z "${targs[*]}" ] || [[ " ${targs[*]} " != *" -w "* ]] || echo "-w: a thread of each rank waits in MPI_Recv on thread 0's communicator beside the tests"
     [ -z "$baseline" ] || echo "baseline = $baseline_of with the library of $baseline"
     echo "Open MPI: --bind-to none. $cores cores: T busy threads above that are oversubscribed."
 )
