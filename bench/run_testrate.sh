@@ -14,8 +14,10 @@
 #   thread      MPISHIM_PROGRESS=thread: a progress thread, which the tests
 #               leave the polling to while they run in a loop
 #   offload     MPISHIM_PROGRESS=offload
+#   nosolo      the defaults with MPISHIM_SOLO=0: every request the shim's,
+#               the path a test takes while another thread is inside MPI
 #   everywhere  mpirun -np T testrate -t 1: T single-threaded ranks
-#   baseline    BENCH_BASELINE_OF (default ucx; shim, ucx, thread or offload) with the library of another
+#   baseline    BENCH_BASELINE_OF (default ucx; shim, ucx, thread, offload or nosolo) with the library of another
 #               build folder, BENCH_BASELINE (only then): before/after a
 #               change in one run
 #
@@ -60,11 +62,11 @@ for t in $threads; do
 done
 [ -n "${threads// /}" ] || die "BENCH_TR_THREADS must not be empty"
 for c in "${configs[@]}"; do
-    case $c in raw|shim|ucx|thread|offload|everywhere|baseline) ;;
-        *) die "unknown configuration '$c' (raw shim ucx thread offload everywhere baseline)" ;;
+    case $c in raw|shim|ucx|thread|offload|nosolo|everywhere|baseline) ;;
+        *) die "unknown configuration '$c' (raw shim ucx thread offload nosolo everywhere baseline)" ;;
     esac
 done
-case $baseline_of in shim|ucx|thread|offload) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim, ucx, thread or offload" ;; esac
+case $baseline_of in shim|ucx|thread|offload|nosolo) ;; *) die "BENCH_BASELINE_OF: '$baseline_of' is not shim, ucx, thread, offload or nosolo" ;; esac
 bench_baseline_configs
 bench_hosts "$@"
 bench_baseline_hosts
@@ -87,6 +89,7 @@ bench_run() {
     case $as in
         ucx) envs=(MPISHIM_FABRIC=ucx "MPISHIM_NUM_VCIS=$t") ;;
         thread|offload) envs=("MPISHIM_PROGRESS=$as") ;;
+        nosolo) envs=(MPISHIM_SOLO=0) ;;
     esac
     case $as in
         raw) cmd=("$MPIRUN" "${flags[@]}" -np 1 "$prog" -t "$t" "${targs[@]}") ;;
@@ -124,7 +127,7 @@ header=$(
     echo "second per thread, median of $runs alternating runs per T and configuration; xN/raw above 1 is faster."
     bench_header full
     echo "configs: ${configs[*]}; T: $threads${targs[*]:+; testrate ${targs[*]}}"
-    [ -z "${targs[*]}" ] || [[ " ${targs[*]} " != *" -w "* ]] || echo "-w: a thread of each rank waits in MPI_Recv on thread 0's communicator beside the tests"
+    [[ " ${targs[*]} " != *" -w "* ]] || echo "-w: a thread of each rank waits in MPI_Recv on thread 0's communicator beside the tests"
     [ -z "$baseline" ] || echo "baseline = $baseline_of with the library of $baseline"
     echo "Open MPI: --bind-to none. $cores cores: T busy threads above that are oversubscribed."
 )
