@@ -17,9 +17,9 @@
  * done: the tests of a program one of whose threads waits. (Under the
  * shim that thread waits inside the host, having entered MPI alone, or
  * with MPISHIM_SOLO=0 owns the progress of its VCI, and the tests beside it
- * poll by the polling-loop rule.) Not on MPICH 4.0.2
- * at one rank: there a thread blocked in a receive from its own rank is
- * never woken by another thread's send to it (raw too), so the run hangs.
+ * poll by the polling-loop rule.) Not on MPICH 4.0.2 at one rank: there a
+ * thread blocked in a receive from its own rank is never woken by another
+ * thread's send to it (raw too), so the run hangs.
  *
  * One result line on rank 0, the mean over every thread of every rank:
  *   testrate shim=0|1 ranks=P threads=T waiter=0|1 seconds=D mtests_per_s_per_thread=X failures=F

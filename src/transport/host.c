@@ -165,21 +165,6 @@ static int head_says_poll(host_tp *h, int n)
 static int testsome(host_tp *h, int n, int *rc)
 {
     int outcount = 0;
-#if !defined(MPICH)
-    /* A test's poll of one request: the host's own Test, which looks before
-     * and after its progress call, where two Testsomes (below) made two
-     * progress calls. Its error comes as Testsome's would, in the status. */
-    if (n == 1 && msh_tp_exhaustive) {
-        int flag = 0;
-        *rc = PMPI_Test(&h->hreqs[0], &flag, &h->out_st[0]);
-        if (!flag)
-            return 0;
-        h->out_st[0].MPI_ERROR = *rc;
-        *rc = *rc == MPI_SUCCESS ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
-        h->out_idx[0] = 0;
-        return 1;
-    }
-#endif
     *rc = PMPI_Testsome(n, h->hreqs, &outcount, h->out_idx, h->out_st);
     if (MSH_UNLIKELY(outcount == MPI_UNDEFINED)) {
         /* The host sees every one as inactive: a persistent operation it
@@ -198,21 +183,39 @@ static int testsome(host_tp *h, int n, int *rc)
     return outcount;
 }
 
+#if !defined(MPICH)
+/* The one tracked request by the host's Test, its result as testsome's:
+ * the error in the status, *rc MPI_ERR_IN_STATUS. */
+static int test_one(host_tp *h, int *rc)
+{
+    int flag = 0;
+    *rc = PMPI_Test(&h->hreqs[0], &flag, &h->out_st[0]);
+    if (!flag)
+        return 0;
+    h->out_st[0].MPI_ERROR = *rc;
+    *rc = *rc == MPI_SUCCESS ? MPI_SUCCESS : MPI_ERR_IN_STATUS;
+    h->out_idx[0] = 0;
+    return 1;
+}
+#endif
+
 static int host_poll(msh_tp *tp, const msh_tp_done **done)
 {
     host_tp *h = host_of(tp);
     int n = tp->ntracked, rc = MPI_SUCCESS;
     if (n == 0 || !head_says_poll(h, n))
         return 0;
-    int outcount = testsome(h, n, &rc);
 #if !defined(MPICH)
     /* Open MPI's Testsome looks at the requests before its progress call,
-     * its Test after it as well: a test's poll that found nothing looks
-     * once more, at what its own progress completed, as the host's test
-     * would have (one request: testsome used the host's Test). (MPICH's
-     * Testsome progresses first.) */
+     * its Test after it as well: a test's poll looks once more, at what its
+     * own progress completed, as the host's test would have; of one request
+     * by the host's Test, one progress call where two Testsomes made two.
+     * (MPICH's Testsome progresses first.) */
+    int outcount = n == 1 && msh_tp_exhaustive ? test_one(h, &rc) : testsome(h, n, &rc);
     if (outcount == 0 && rc == MPI_SUCCESS && msh_tp_exhaustive && n > 1)
         outcount = testsome(h, n, &rc);
+#else
+    int outcount = testsome(h, n, &rc);
 #endif
     if (outcount <= 0)
         return 0;
