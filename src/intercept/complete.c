@@ -17,15 +17,18 @@ static inline int shim_reqs(void)
 
 /* For a handle that is not a live shim request (r == NULL): refuse a stale
  * shim handle (never to reach the host), else make the host call on it,
- * under the host lock when the host is serialized, and return its result. */
-#define RETURN_HOST_CALL(handle, call)               \
-    do {                                             \
-        if (MSH_UNLIKELY(msh_req_invalid(handle)))   \
-            return msh_bad_request();                \
-        int locked_ = msh_host_enter();              \
-        int rc_ = (call);                            \
-        msh_host_exit(locked_);                      \
-        return rc_;                                  \
+ * under the host lock when the host is serialized, with the progress
+ * thread out of the host (sync/progress.h), and return its result. */
+#define RETURN_HOST_CALL(handle, call)                 \
+    do {                                               \
+        if (MSH_UNLIKELY(msh_req_invalid(handle)))     \
+            return msh_bad_request();                  \
+        int beside_ = msh_progress_host_enter();       \
+        int locked_ = msh_host_enter();                \
+        int rc_ = (call);                              \
+        msh_host_exit(locked_);                        \
+        msh_progress_host_exit(beside_);               \
+        return rc_;                                    \
     } while (0)
 
 /* An inactive shim request: complete at once, with its kind's empty status. */
@@ -52,7 +55,12 @@ static int wait_host(MPI_Request *req, MPI_Status *status)
         msh_solo_exit();
         return rc;
     }
-    return msh_pool.serialized || poll ? msh_host_wait(req, status) : PMPI_Wait(req, status);
+    if (msh_pool.serialized || poll)
+        return msh_host_wait(req, status);
+    int beside = msh_progress_host_enter();
+    int rc = PMPI_Wait(req, status);
+    msh_progress_host_exit(beside);
+    return rc;
 }
 
 static int wait_call(MPI_Request *req, MPI_Status *status)

@@ -115,15 +115,19 @@ static void wake(void)
 /* inside and the sweep's flag are sequentially consistent: an entering
  * thread that finds no work and a partitioned receive that makes some
  * (msh_assist_kick) cannot both miss each other. */
+/* Such a call moves the host: the progress thread leaves it alone
+ * meanwhile (msh_progress_host_enter); bit 1 of the result says it was
+ * told. */
 int msh_assist_enter_slow(void)
 {
+    int told = msh_progress_host_enter() << 1;
     atomic_fetch_add_explicit(&inside, 1, memory_order_seq_cst);
     if (MSH_LIKELY(atomic_load_explicit(&asleep, memory_order_seq_cst) == 0 &&
                    atomic_load_explicit(&started, memory_order_acquire)))
-        return 1;
+        return 1 | told;
     if (work())
         wake();
-    return 1;
+    return 1 | told;
 }
 
 void msh_assist_kick(void)
@@ -132,9 +136,10 @@ void msh_assist_kick(void)
         wake();
 }
 
-void msh_assist_exit_slow(void)
+void msh_assist_exit_slow(int entered)
 {
     atomic_fetch_sub_explicit(&inside, 1, memory_order_release);
+    msh_progress_host_exit(entered >> 1);
 }
 
 void msh_assist_stop(void)

@@ -26,7 +26,7 @@
 #include "transport/transport.h"
 
 int msh_assist_enter_slow(void);
-void msh_assist_exit_slow(void);
+void msh_assist_exit_slow(int entered);
 void msh_assist_kick(void); /* after making msh_upper's sweep wanted (seq_cst) */
 void msh_assist_stop(void); /* MPI_Finalize, before the VCIs go */
 
@@ -42,7 +42,7 @@ static inline int msh_assist_enter(void)
 static inline void msh_assist_exit(int entered)
 {
     if (MSH_UNLIKELY(entered))
-        msh_assist_exit_slow();
+        msh_assist_exit_slow(entered);
 }
 
 #endif

@@ -49,7 +49,7 @@ static struct {
 
 static pthread_t progress_thread;
 static _Atomic int progress_thread_stop;
-static int have_progress_thread;
+int msh_progress_thread_on;
 
 /* Under v's lock: hand the n completions its transport returned to their
  * waiters (or recycle the requests the program freed). */
@@ -717,12 +717,105 @@ static void place_progress_thread(pthread_t t)
         msh_log("MPISHIM_PROGRESS_CPU: cannot bind the progress thread to CPU %d; it runs unbound", cpu);
 }
 
+/* ------------------------------------------------------------ the progress thread beside the program's host calls */
+
+/* A program thread inside a host call that runs the host's progress engine
+ * (a blocking call that waits for other processes, a wait or test of a
+ * request the shim did not make) moves the host itself, as it would raw.
+ * The progress thread entering the host meanwhile adds concurrency the
+ * program never asked for, and the host may not bear it: Open MPI 4.1's
+ * ompio walks its pending file requests in the progress engine without a
+ * lock, and a single-threaded program with a receive pending died of
+ * SIGSEGV in MPI_File_read_all_end. So while such a call runs, the
+ * progress thread's passes post the queues and read the lanes but leave
+ * the host alone, unless a program thread sleeps in a shim wait: raw, that
+ * thread would be in the host's progress engine as well, and it needs the
+ * host's completions reported. (A thread that waits by testing polls the
+ * VCIs it tests itself, msh_progress_test.) The other completions are
+ * reported once the call returns.
+ *
+ * A caller counts itself, then waits for the end of a pass that may have
+ * entered the host before it counted (an odd pass number: one pass, a few
+ * microseconds); the progress thread makes its pass odd, then looks at the
+ * count. Both sequentially consistent: one of them sees the other. */
+static struct {
+    _Alignas(MSH_CACHELINE) _Atomic int n; /* program threads in such calls */
+} host_callers;
+static struct {
+    _Alignas(MSH_CACHELINE) _Atomic unsigned n; /* odd during a pass that may enter the host */
+} pt_pass;
+static MSH_TLS int host_call_depth; /* this thread's such calls, nested (the host calls MPI_* back) */
+static MSH_TLS int is_progress_thread;
+
+int msh_progress_host_enter_slow(void)
+{
+    if (host_call_depth++ > 0 || is_progress_thread)
+        return 1;
+    atomic_fetch_add_explicit(&host_callers.n, 1, memory_order_seq_cst);
+    /* A thread that holds a VCI's lock (a callback of the host's, inside
+     * a poll) or the serialized host's must not wait for a pass that may
+     * need that lock. */
+    if (msh_host_lock_depth > 0)
+        return 1;
+    for (int i = 0; i < msh_pool.n; i++)
+        if (msh_vci_held_by_me(&msh_pool.v[i]))
+            return 1;
+    unsigned p = atomic_load_explicit(&pt_pass.n, memory_order_seq_cst);
+    if (p & 1)
+        while (atomic_load_explicit(&pt_pass.n, memory_order_acquire) == p)
+            sched_yield();
+    return 1;
+}
+
+void msh_progress_host_exit_slow(void)
+{
+    if (--host_call_depth > 0 || is_progress_thread)
+        return;
+    atomic_fetch_sub_explicit(&host_callers.n, 1, memory_order_release);
+}
+
+/* The pass beside such a call: the partitioned sweep (as the helper's,
+ * sync/assist.h), each VCI's queued posts, the lanes without their host
+ * polls and pokes. */
+static int pass_beside_host_call(void)
+{
+    int n = poll_hook();
+    msh_tp_lanes_only = 1;
+    for (int i = 0; i < msh_pool.n; i++) {
+        msh_vci *v = &msh_pool.v[i];
+        if (!msh_tp_direct) {
+            n += poll_vci(v, 1, 0);
+        } else if (msh_queue_nonempty(v)) {
+            msh_vci_lock(v);
+            msh_queue_drain(v);
+            msh_vci_unlock(v);
+        }
+    }
+    msh_tp_lanes_only = 0;
+    return n;
+}
+
+static int progress_pass(void)
+{
+    unsigned p = atomic_load_explicit(&pt_pass.n, memory_order_relaxed);
+    atomic_store_explicit(&pt_pass.n, p + 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&host_callers.n, memory_order_seq_cst) > 0 &&
+        atomic_load_explicit(&msh_domain_at(0)->sleepers, memory_order_relaxed) == 0) {
+        atomic_store_explicit(&pt_pass.n, p + 2, memory_order_release);
+        return pass_beside_host_call();
+    }
+    int n = poll_all(1);
+    atomic_store_explicit(&pt_pass.n, p + 2, memory_order_release);
+    return n;
+}
+
 static void *progress_main(void *arg)
 {
     (void)arg;
+    is_progress_thread = 1;
     unsigned empty = 0;
     while (!atomic_load_explicit(&progress_thread_stop, memory_order_acquire)) {
-        if (poll_all(1) > 0) {
+        if (progress_pass() > 0) {
             empty = 0;
             continue;
         }
@@ -747,7 +840,7 @@ int msh_progress_init(void)
         atomic_store(&progress_thread_stop, 0);
         if (pthread_create(&progress_thread, NULL, progress_main, NULL) != 0)
             return -1;
-        have_progress_thread = 1;
+        msh_progress_thread_on = 1;
         /* Named and placed before init returns: top -H, gdb and the tests
          * can tell it apart from the program's threads. */
         pthread_setname_np(progress_thread, "msh-progress");
@@ -758,11 +851,11 @@ int msh_progress_init(void)
 
 void msh_progress_fini(void)
 {
-    if (have_progress_thread) {
+    if (msh_progress_thread_on) {
         atomic_store_explicit(&progress_thread_stop, 1, memory_order_release);
         msh_progress_wake_slow();
         pthread_join(progress_thread, NULL);
-        have_progress_thread = 0;
+        msh_progress_thread_on = 0;
         atomic_store(&msh_domain_at(0)->owned, 0);
     }
 }

@@ -76,6 +76,24 @@ static inline void msh_progress_note_post(void)
     msh_progress_posts++;
 }
 
+/* Around a program thread's host call that runs the host's progress
+ * engine (a blocking call that may wait for other processes, a wait or
+ * test of a request the shim did not make): while one runs, the progress
+ * thread, if any, leaves the host alone (progress.c says why and when not).
+ * int e = msh_progress_host_enter(); rc = PMPI_...; msh_progress_host_exit(e); */
+extern int msh_progress_thread_on; /* written at init and finalize only */
+int msh_progress_host_enter_slow(void);
+void msh_progress_host_exit_slow(void);
+static inline int msh_progress_host_enter(void)
+{
+    return MSH_UNLIKELY(msh_progress_thread_on) ? msh_progress_host_enter_slow() : 0;
+}
+static inline void msh_progress_host_exit(int entered)
+{
+    if (MSH_UNLIKELY(entered))
+        msh_progress_host_exit_slow();
+}
+
 /* One poll of v's transport (after posting v's queue), completing the shim
  * requests it reports. blocking: take v's lock, else skip v if busy.
  * Returns completions. */

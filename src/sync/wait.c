@@ -313,6 +313,7 @@ int msh_req_cancel(msh_request *r)
 int msh_host_wait(MPI_Request *req, MPI_Status *status)
 {
     msh_spin sp = MSH_SPIN_ON(0);
+    int beside = msh_progress_host_enter();
     for (;;) {
         int f = 0;
         int locked = msh_host_enter();
@@ -320,6 +321,7 @@ int msh_host_wait(MPI_Request *req, MPI_Status *status)
         msh_host_exit(locked);
         if (rc != MPI_SUCCESS || f) {
             msh_spin_end(&sp);
+            msh_progress_host_exit(beside);
             return rc;
         }
         msh_spin_idle(&sp);
@@ -567,9 +569,11 @@ static int complete_host_only(int n, MPI_Request reqs[], const msh_completion *c
     msh_spin sp = MSH_SPIN_ON(0);
     for (;;) {
         int f = 0;
+        int beside = msh_progress_host_enter();
         int locked = msh_host_enter();
         int rc = host_call(n, reqs, c, block, &f);
         msh_host_exit(locked);
+        msh_progress_host_exit(beside);
         if (rc != MPI_SUCCESS || f || !c->blocking) {
             msh_spin_end(&sp);
             if (c->flag)
