@@ -317,7 +317,9 @@ def main():
                           "class it: add it (collective, or pass to forward it as is)" % (n, inb))
             continue
         enter, leave, kind = ("MSH_PASS_ENTER();", "MSH_PASS_EXIT();", "pass")
-        if cls == "waits":
+        if cls == "waits" and short.startswith("File_"):
+            enter, leave, kind = ("MSH_FILE_WAIT_ENTER();", "MSH_FILE_WAIT_EXIT();", "waits")
+        elif cls == "waits":
             enter, leave, kind = ("MSH_WAIT_ENTER();", "MSH_WAIT_EXIT();", "waits")
         elif short in UNSERIALIZED:
             enter, leave, kind = ("", "", "direct")

@@ -40,6 +40,11 @@
 #define MSH_WAIT_EXIT()                                                                                     \
     MSH_PASS_EXIT();                                                                                        \
     msh_assist_exit(msh_assisted_)
+/* The same for a file call (sync/assist.h, msh_assist_enter_file). */
+#define MSH_FILE_WAIT_ENTER()                                                                               \
+    int msh_assisted_ = msh_assist_enter_file();                                                            \
+    MSH_PASS_ENTER()
+#define MSH_FILE_WAIT_EXIT() MSH_WAIT_EXIT()
 
 /* Every MPI call the shim defines and what it does with it (name, kind:
  * pass, local, direct, waits, collective, rma-data, rma-acc, or the class

@@ -31,6 +31,14 @@ static _Atomic int started, stop_flag;
  * asleep or the helper sees the thread inside (no lost wake-up). */
 static _Atomic int inside;
 static _Atomic int asleep;
+/* Threads inside file calls, counted where the host's file I/O does not
+ * bear a second thread in its progress engine (assist.h). */
+#if defined(MPICH)
+#define FILE_CALLS_BEAR_SWEEP 1
+#else
+#define FILE_CALLS_BEAR_SWEEP 0
+#endif
+static _Atomic int in_file_calls;
 
 static void pause_us(long us)
 {
@@ -64,7 +72,7 @@ static void assist_calls(void)
         pause_us(pause);
         if (!wanted())
             break;
-        if (msh_progress_assist() > 0)
+        if (msh_progress_assist(atomic_load_explicit(&in_file_calls, memory_order_seq_cst) == 0) > 0)
             pause = FIRST_POLL_US;
         else if ((pause *= 2) > BACKOFF_MAX_US)
             pause = BACKOFF_MAX_US;
@@ -116,18 +124,22 @@ static void wake(void)
  * thread that finds no work and a partitioned receive that makes some
  * (msh_assist_kick) cannot both miss each other. */
 /* Such a call moves the host: the progress thread leaves it alone
- * meanwhile (msh_progress_host_enter); bit 1 of the result says it was
- * told. */
-int msh_assist_enter_slow(void)
+ * meanwhile (msh_progress_host_enter). Bits of the result: 1 entered, 2
+ * the progress thread was told, 4 a file call. */
+int msh_assist_enter_slow(int file)
 {
-    int told = msh_progress_host_enter() << 1;
+    int bits = 1 | msh_progress_host_enter() << 1;
+    if (file && !FILE_CALLS_BEAR_SWEEP) {
+        atomic_fetch_add_explicit(&in_file_calls, 1, memory_order_seq_cst);
+        bits |= 4;
+    }
     atomic_fetch_add_explicit(&inside, 1, memory_order_seq_cst);
     if (MSH_LIKELY(atomic_load_explicit(&asleep, memory_order_seq_cst) == 0 &&
                    atomic_load_explicit(&started, memory_order_acquire)))
-        return 1 | told;
+        return bits;
     if (work())
         wake();
-    return 1 | told;
+    return bits;
 }
 
 void msh_assist_kick(void)
@@ -139,7 +151,9 @@ void msh_assist_kick(void)
 void msh_assist_exit_slow(int entered)
 {
     atomic_fetch_sub_explicit(&inside, 1, memory_order_release);
-    msh_progress_host_exit(entered >> 1);
+    if (entered & 4)
+        atomic_fetch_sub_explicit(&in_file_calls, 1, memory_order_release);
+    msh_progress_host_exit((entered >> 1) & 1);
 }
 
 void msh_assist_stop(void)

@@ -273,10 +273,11 @@ int msh_progress_poll_lanes(void)
 
 /* The sweep does enter the host, for the partitioned layer's own requests
  * only, and only while a receive waits for its header: the raw host's own
- * layer would move such a receive inside the blocking call. */
-int msh_progress_assist(void)
+ * layer would move such a receive inside the blocking call. Not during a
+ * file call on Open MPI (sweep = 0, sync/assist.h). */
+int msh_progress_assist(int sweep)
 {
-    int n = poll_hook();
+    int n = sweep ? poll_hook() : 0;
     if (!msh_tp_direct)
         n += msh_progress_poll_lanes();
     return n;
@@ -774,12 +775,15 @@ void msh_progress_host_exit_slow(void)
     atomic_fetch_sub_explicit(&host_callers.n, 1, memory_order_release);
 }
 
-/* The pass beside such a call: the partitioned sweep (as the helper's,
- * sync/assist.h), each VCI's queued posts, the lanes without their host
- * polls and pokes. */
+/* The pass beside such a call: each VCI's queued posts, the lanes without
+ * their host polls and pokes. Not the partitioned sweep, which enters the
+ * host: a receive waiting for its header during the call is the helper's
+ * (sync/assist.h), whose polls back off to one a millisecond, where this
+ * thread's passes follow each other (it crashed Open MPI's file I/O in 2
+ * runs of 4). */
 static int pass_beside_host_call(void)
 {
-    int n = poll_hook();
+    int n = 0;
     msh_tp_lanes_only = 1;
     for (int i = 0; i < msh_pool.n; i++) {
         msh_vci *v = &msh_pool.v[i];

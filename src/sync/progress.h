@@ -106,9 +106,9 @@ int msh_progress_poll(msh_vci *v, int blocking);
 int msh_progress_poll_lanes(void);
 
 /* The helper's pass during a blocking host call (sync/assist.h): the lanes,
- * as msh_progress_poll_lanes, and the partitioned sweep while a receive
- * waits for its header. Returns completions and channels set up. */
-int msh_progress_assist(void);
+ * as msh_progress_poll_lanes, and, if sweep, the partitioned sweep while a
+ * receive waits for its header. Returns completions and channels set up. */
+int msh_progress_assist(int sweep);
 
 /* After MPI_Comm_free: what the transports keep of freed communicators and
  * no request uses any more is freed, each VCI looked at under its lock
