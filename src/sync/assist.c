@@ -122,10 +122,10 @@ static void wake(void)
 
 /* inside and the sweep's flag are sequentially consistent: an entering
  * thread that finds no work and a partitioned receive that makes some
- * (msh_assist_kick) cannot both miss each other. */
-/* Such a call moves the host: the progress thread leaves it alone
- * meanwhile (msh_progress_host_enter). Bits of the result: 1 entered, 2
- * the progress thread was told, 4 a file call. */
+ * (msh_assist_kick) cannot both miss each other. Such a call moves the
+ * host: the progress thread leaves it alone meanwhile
+ * (msh_progress_host_enter). Bits of the result: 1 entered, 2 the
+ * progress thread was told, 4 a counted file call. */
 int msh_assist_enter_slow(int file)
 {
     int bits = 1 | msh_progress_host_enter() << 1;

@@ -42,10 +42,8 @@ static inline int msh_assist_enter(void)
 /* The same around a file call (MPI_File_*): on Open MPI the helper then
  * leaves out the partitioned sweep, which enters the host, and Open MPI
  * 4.1's ompio walks its pending file requests in the host's progress engine
- * without a lock (a single-threaded program died of SIGSEGV in
- * MPI_File_read_all_end, 3 runs of 8, while the helper swept). A
- * partitioned receive waiting for its header is then set up when the call
- * returns (docs/design.md, Known limits). */
+ * without a lock. A partitioned receive waiting for its header is then set
+ * up when the call returns (docs/design.md, Known limits). */
 static inline int msh_assist_enter_file(void)
 {
     if (!msh_on())

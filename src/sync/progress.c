@@ -779,8 +779,7 @@ void msh_progress_host_exit_slow(void)
  * their host polls and pokes. Not the partitioned sweep, which enters the
  * host: a receive waiting for its header during the call is the helper's
  * (sync/assist.h), whose polls back off to one a millisecond, where this
- * thread's passes follow each other (it crashed Open MPI's file I/O in 2
- * runs of 4). */
+ * thread's passes follow each other (docs/design.md). */
 static int pass_beside_host_call(void)
 {
     int n = 0;
