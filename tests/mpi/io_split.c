@@ -27,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "testutil.h"
 
@@ -57,16 +56,8 @@ int main(int argc, char **argv)
     int me, np;
     test_rank_size(MPI_COMM_WORLD, &me, &np);
 
-    char path[256] = "";
-    if (me == 0) {
-        const char *dir = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/mpishim-io_split-%ld", dir && *dir ? dir : "/tmp", (long)getpid());
-    }
-    CHECK_MPI(MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
-
-    test_step = "MPI_File_open";
-    MPI_File fh;
-    CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh));
+    char path[TEST_PATH_BYTES];
+    MPI_File fh = test_open_job_file("io_split", path);
     MPI_Offset at = (MPI_Offset)me * BLK;
     unsigned char out[BLK], in[BLK];
     MPI_Status st;

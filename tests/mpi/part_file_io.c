@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "testutil.h"
 #include "mpishim.h"
@@ -41,15 +40,8 @@ int main(int argc, char **argv)
     int recv_side = me % 2 == 0 && me + 1 < np, send_side = me % 2 == 1;
     int peer = recv_side ? me + 1 : me - 1;
 
-    char path[256] = "";
-    if (me == 0) {
-        const char *dir = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/mpishim-part_file_io-%ld", dir && *dir ? dir : "/tmp", (long)getpid());
-    }
-    CHECK_MPI(MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD));
-    test_step = "MPI_File_open";
-    MPI_File fh;
-    CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh));
+    char path[TEST_PATH_BYTES];
+    MPI_File fh = test_open_job_file("part_file_io", path);
 
     int pbuf[PARTS];
     MPI_Request pr = MPI_REQUEST_NULL;

@@ -233,6 +233,26 @@ static void test_skip_without_partitioned(const char *name)
 #endif
 }
 
+/* Collective over MPI_COMM_WORLD: open a new file of this job's, named
+ * after the test under TMPDIR (else /tmp), read-write. Rank 0 names it, so
+ * every rank opens the same path; path (PATH_BYTES) keeps it for the
+ * MPI_File_delete at the end. */
+enum { TEST_PATH_BYTES = 256 };
+__attribute__((unused))
+static MPI_File test_open_job_file(const char *name, char path[TEST_PATH_BYTES])
+{
+    memset(path, 0, TEST_PATH_BYTES);
+    if (test_world_rank() == 0) {
+        const char *dir = getenv("TMPDIR");
+        snprintf(path, TEST_PATH_BYTES, "%s/mpishim-%s-%ld", dir && *dir ? dir : "/tmp", name, (long)getpid());
+    }
+    CHECK_MPI(MPI_Bcast(path, TEST_PATH_BYTES, MPI_CHAR, 0, MPI_COMM_WORLD));
+    test_step = "MPI_File_open";
+    MPI_File fh;
+    CHECK_MPI(MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh));
+    return fh;
+}
+
 /* A test thread cannot CHECK (aborting from one thread races the others'
  * output and hides which check failed): it records its first failure in
  * its argument with TCHECK, which needs the argument as `a` and a label
