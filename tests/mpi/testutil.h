@@ -235,7 +235,7 @@ static void test_skip_without_partitioned(const char *name)
 
 /* Collective over MPI_COMM_WORLD: open a new file of this job's, named
  * after the test under TMPDIR (else /tmp), read-write. Rank 0 names it, so
- * every rank opens the same path; path (PATH_BYTES) keeps it for the
+ * every rank opens the same path; path (TEST_PATH_BYTES) keeps it for the
  * MPI_File_delete at the end. */
 enum { TEST_PATH_BYTES = 256 };
 __attribute__((unused))
