@@ -40,6 +40,9 @@ hosts=("$@")
 if [ ${#hosts[@]} -eq 0 ]; then
     for h in openmpi mpich; do [ -f "$build/$h/host.env" ] && hosts+=("$h"); done
 fi
+for h in "${hosts[@]}"; do
+    [ -x "$build/$h/bench/multirate" ] || { echo "run_perf: no $build/$h/bench/multirate (make -C bench multirate)" >&2; exit 2; }
+done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for v in $(env | sed -n 's/^\(MPISHIM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 mkdir -p "$results"
