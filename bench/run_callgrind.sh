@@ -133,7 +133,11 @@ per_msg() { # per_msg A1 A2: (A2 - A1) / messages, or NaN
 # call runs on one side, or on both, as the program makes it).
 per_call() {
     local host=$1 cfg=$2 call=$3 dir=$work/calls-$1-$2-$3
-    run_cg "$host" "$cfg" "$dir" "$N2" --toggle-collect="$call" || { echo "NaN NaN NaN NaN"; return; }
+    # Raw, the call is the host's, which callgrind may name by its PMPI_
+    # alias (one address, one name: the two patterns cannot both toggle).
+    local toggles=(--toggle-collect="$call")
+    [ "$cfg" = raw ] && toggles+=(--toggle-collect="P$call")
+    run_cg "$host" "$cfg" "$dir" "$N2" "${toggles[@]}" || { echo "NaN NaN NaN NaN"; return; }
     # multirate runs 10 untimed windows before the N2 timed ones.
     cat "$dir"/cg.* | awk -f "$here/callgrind-objects.awk" | awk -v m="$(((N2 + 10) * W))" '
         $2 ~ /libmpishim\.so$/ { s += $1; next }
