@@ -12,7 +12,8 @@
 # check-multinode); TEST_TIMEOUT (seconds per case, default 120), TEST_FILTER
 # (only cases whose name matches this grep -E pattern), TEST_THOROUGH=1 (every
 # line at np 2 and 4, also under the sanitizers; see "the manifest"), TEST_PROGRESS (run every
-# case under this MPISHIM_PROGRESS unless it sets its own). Each case's output
+# case under this MPISHIM_PROGRESS unless it sets its own), TEST_FABRIC (the
+# same for MPISHIM_FABRIC). Each case's output
 # is in build/test-logs/.
 # Every case runs under a timeout, so a hang fails instead of stalling.
 # Ends with the line "N passed, N failed, N skipped"; exits non-zero on any
@@ -45,6 +46,8 @@ unset TEST_EXPECT_SHIM
 # TEST_PROGRESS=combine (or any MPISHIM_PROGRESS value) runs every case under
 # that progress policy, unless the case sets its own.
 if [ -n "${TEST_PROGRESS:-}" ]; then export MPISHIM_PROGRESS=$TEST_PROGRESS; fi
+# TEST_FABRIC=ucx (or any MPISHIM_FABRIC value) the same for the lane.
+if [ -n "${TEST_FABRIC:-}" ]; then export MPISHIM_FABRIC=$TEST_FABRIC; fi
 # Two VCIs per rank unless a case sets its own (TEST_NUM_VCIS another
 # number, or auto): auto gives 1 where a node has no more cores than ranks,
 # as on a 2-core machine, and two keep every case on the paths of several
@@ -924,6 +927,10 @@ for host in "${hosts[@]}"; do
                     env MPISHIM_SOLO=0 "${launch[@]}" -np $np "$t"
             done
             run_case "$host fortran $name np2 shim, solo fast path" expect_ok "${launch[@]}" -np 2 "$t"
+            # On the lane, matched-probe messages are the shim's handles,
+            # which the Fortran conversions must carry both ways.
+            run_case "$host fortran $name np2 shim MPISHIM_FABRIC=ucx" expect_ok \
+                env MPISHIM_FABRIC=ucx MPISHIM_NUM_VCIS=4 "${launch[@]}" -np 2 "$t"
             run_case "$host fortran $name np2 shim MPISHIM_HOST_THREAD=serialized" expect_ok \
                 env MPISHIM_SOLO=0 MPISHIM_HOST_THREAD=serialized "${launch[@]}" -np 2 "$t"
             run_case "$host fortran $name np2 shim STATS: runtime counted it" expect_fortran_counted \

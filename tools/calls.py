@@ -51,7 +51,7 @@ def _with_c(names):
 _TABLE = [
     ("p2p", _with_c("Send Ssend Bsend Rsend Isend Issend Ibsend Irsend Send_init Ssend_init Bsend_init "
                     "Rsend_init Recv Irecv Recv_init Sendrecv Sendrecv_replace Isendrecv Isendrecv_replace")
-     + "Probe Iprobe Mprobe Improbe Mrecv Imrecv Mrecv_c Imrecv_c".split()),
+     + "Probe Iprobe Mprobe Improbe Mrecv Imrecv Mrecv_c Imrecv_c Message_c2f Message_f2c".split()),
     ("completion", "Wait Waitall Waitany Waitsome Test Testall Testany Testsome Request_get_status Request_free "
                    "Cancel Start Startall Request_c2f Request_f2c".split()),
     ("comm", "Comm_create Comm_create_group Comm_disconnect Comm_dup Comm_dup_with_info Comm_free Comm_get_info "

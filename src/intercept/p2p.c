@@ -332,6 +332,23 @@ MSH_EXPORT int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *messa
     return msh_probe(source, tag, comm, NULL, message, status);
 }
 
+/* A lane's messages are the shim's handles. MPICH defines these as macros
+ * (a handle is its own Fortran handle), which those satisfy as they are;
+ * Open MPI's conversion reads the handle's object. */
+#ifndef MPI_Message_c2f
+MSH_EXPORT MPI_Fint MPI_Message_c2f(MPI_Message message)
+{
+    MPI_Fint f;
+    return msh_tp_message_c2f(message, &f) ? f : PMPI_Message_c2f(message);
+}
+
+MSH_EXPORT MPI_Message MPI_Message_f2c(MPI_Fint message)
+{
+    MPI_Message m;
+    return msh_tp_message_f2c(message, &m) ? m : PMPI_Message_f2c(message);
+}
+#endif
+
 MSH_EXPORT int MPI_Imrecv(void *buf, int count, MPI_Datatype dt, MPI_Message *message, MPI_Request *req)
 {
     if (!msh_on())

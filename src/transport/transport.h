@@ -213,6 +213,11 @@ void msh_tp_comm_reclaim_end(int all);
 /* The VCI whose transport holds a message a matched probe returned, or -1
  * for the host's messages (any VCI may receive those). */
 int msh_tp_message_vci(MPI_Message m);
+/* The Fortran handle of such a message and back (MPI_Message_c2f/f2c on
+ * Open MPI, whose own conversion reads the handle's object): 1 if m, or f,
+ * is a transport's, 0 for the host's. */
+int msh_tp_message_c2f(MPI_Message m, MPI_Fint *f);
+int msh_tp_message_f2c(MPI_Fint f, MPI_Message *m);
 
 /* The provider the fabric transport uses, or NULL when it is off. */
 const char *msh_tp_fabric_provider(void);
