@@ -815,7 +815,7 @@ for host in "${hosts[@]}"; do
     run_case "$host libmpishim.so needs no libfabric" expect_no_fabric_needed readelf -d "$lib"
     proc=$hb/tests/proc
     run_case "$host deps_clean np2: nothing loaded, handlers as raw" expect_same_handlers \
-        bash -c "$raw_then_shim_np2" \
+        env -u MPISHIM_FABRIC bash -c "$raw_then_shim_np2" \
         _ "$proc/deps_clean" "$build/mpishim" "$host" "$lib" "$MPIRUN" $(mpirun_flags)
     run_case "$host crash singleton dies by SIGSEGV as raw" expect_same_crash \
         bash -c 'echo "== raw"; "$1"; echo "== rc $?"; echo "== shim";
