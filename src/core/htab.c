@@ -246,6 +246,8 @@ msh_hent *msh_htab_remove(msh_htab *h, uint64_t key)
                 atomic_store_explicit(&t->slots[i].e, TOMB, memory_order_release);
                 t->live--;
                 found = x;
+                /* Before the caller can free it: every memo of it is stale. */
+                atomic_fetch_add_explicit(&h->removals, 1, memory_order_release);
                 break;
             }
         }
@@ -257,9 +259,18 @@ msh_hent *msh_htab_remove(msh_htab *h, uint64_t key)
     return found;
 }
 
+msh_hent *msh_htab_lookup_remember(msh_htab *h, uint64_t key, msh_htab_memo *m, uint64_t removals)
+{
+    msh_hent *e = msh_htab_lookup(h, key);
+    if (e)
+        *m = (msh_htab_memo){ key, e, removals };
+    return e;
+}
+
 void msh_htab_drain(msh_htab *h, void (*fn)(msh_hent *e, void *arg), void *arg)
 {
     pthread_mutex_lock(&h->mtx);
+    atomic_fetch_add_explicit(&h->removals, 1, memory_order_release);
     struct msh_htab_gen *t = atomic_load_explicit(&h->cur, memory_order_relaxed);
     atomic_store_explicit(&h->cur, NULL, memory_order_release);
     if (t) {

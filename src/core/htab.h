@@ -65,12 +65,15 @@ struct msh_htab_gen;
 
 typedef struct msh_htab {
     _Atomic(struct msh_htab_gen *) cur;
+    /* Entries removed (or drained) so far, advanced before the remover
+     * gets the entry back: what a memo's entry is checked against. */
+    _Atomic uint64_t removals;
     pthread_mutex_t mtx;
     struct msh_htab_gen *retired;    /* replaced, waiting for their grace period */
     uint64_t gens;                   /* generations made so far (tests, stats) */
 } msh_htab;
 
-#define MSH_HTAB_INIT { NULL, PTHREAD_MUTEX_INITIALIZER, NULL, 0 }
+#define MSH_HTAB_INIT { NULL, 0, PTHREAD_MUTEX_INITIALIZER, NULL, 0 }
 
 struct msh_htab_gen {
     size_t cap;                      /* power of two */
@@ -171,6 +174,33 @@ static inline msh_hent *msh_htab_lookup(msh_htab *h, uint64_t key)
     }
     msh_htab_read_end(r, s);
     return found;
+}
+
+/* A thread's last lookup in one table (a thread-local of the caller's):
+ * a thread that looks up one key again and again (most point-to-point
+ * posts name the communicator of the one before) pays two compares
+ * instead of the probe and its read section. The entry holds while no
+ * entry of the table has been removed since it was found: a key removed
+ * and inserted again for another object (MPICH hands a freed handle to
+ * the next communicator) misses the memo. The count is read before the
+ * table, so a removal that overlaps the lookup leaves a memo that is
+ * already stale. Using an entry while another thread removes it is the
+ * caller's error, as it is without the memo. */
+typedef struct msh_htab_memo {
+    uint64_t key;
+    msh_hent *e;       /* NULL: nothing remembered */
+    uint64_t removals; /* the table's count when e was found */
+} msh_htab_memo;
+
+/* The lookup that fills the memo (found entries only). */
+msh_hent *msh_htab_lookup_remember(msh_htab *h, uint64_t key, msh_htab_memo *m, uint64_t removals);
+
+static inline msh_hent *msh_htab_lookup_memo(msh_htab *h, uint64_t key, msh_htab_memo *m)
+{
+    uint64_t n = atomic_load_explicit(&h->removals, memory_order_acquire);
+    if (MSH_LIKELY(m->key == key && m->removals == n && m->e != NULL))
+        return m->e;
+    return msh_htab_lookup_remember(h, key, m, n);
 }
 
 /* MPI_SUCCESS or MPI_ERR_NO_MEM. */

@@ -7,16 +7,7 @@
 #include "core/log.h"
 
 msh_htab msh_comm_table = MSH_HTAB_INIT;
-_Atomic uint64_t msh_comm_epoch;
-MSH_TLS msh_comm_memo msh_comm_last;
-
-msh_comm *msh_comm_lookup_table(MPI_Comm c, uint64_t epoch)
-{
-    msh_comm *mc = (msh_comm *)msh_htab_lookup(&msh_comm_table, msh_handle_key(&c, sizeof c));
-    if (mc)
-        msh_comm_last = (msh_comm_memo){ c, mc, epoch };
-    return mc;
-}
+MSH_TLS msh_htab_memo msh_comm_memo;
 _Atomic int msh_comm_gate;
 
 #define WILDCARD_ASSERTS (MSH_ASSERT_NO_ANY_TAG | MSH_ASSERT_NO_ANY_SOURCE)
@@ -219,11 +210,8 @@ static void free_entry(msh_comm *mc)
 void msh_comm_unregister(MPI_Comm c)
 {
     msh_comm *mc = (msh_comm *)msh_htab_remove(&msh_comm_table, msh_handle_key(&c, sizeof c));
-    if (mc) {
-        /* Before the free: a memo of mc is stale from here (msh_comm_lookup). */
-        atomic_fetch_add_explicit(&msh_comm_epoch, 1, memory_order_release);
+    if (mc)
         free_entry(mc);
-    }
 }
 
 static void fini_entry(msh_hent *e, void *arg)
@@ -237,7 +225,6 @@ static void fini_entry(msh_hent *e, void *arg)
 int msh_comm_fini(void)
 {
     int left = 0;
-    atomic_fetch_add_explicit(&msh_comm_epoch, 1, memory_order_release);
     msh_htab_drain(&msh_comm_table, fini_entry, &left);
     return left;
 }

@@ -77,33 +77,13 @@ void msh_comm_init(void); /* at runtime start, before the first register */
 
 /* The entry of a communicator, or NULL (created by a call the shim does not
  * track, or not a communicator). Lock-free; inline, since every
- * point-to-point post looks its communicator up.
- *
- * Each thread remembers the last entry it found: a thread that sends or
- * receives on one communicator (most do) then pays two compares instead of
- * the table's probe and read section. The memo holds while no entry has
- * been removed since (msh_comm_epoch, which every removal advances before
- * it frees the entry): a handle freed and then reused for a new
- * communicator (MPICH reuses them) misses it. The epoch is read before the
- * table, so a removal that overlaps the lookup leaves a memo that is
- * already stale. Using an entry while another thread frees its
- * communicator is the program's error, as it is without the memo. */
+ * point-to-point post looks its communicator up, and through the calling
+ * thread's memo of its last one (htab.h). */
 extern msh_htab msh_comm_table;
-extern _Atomic uint64_t msh_comm_epoch;
-typedef struct msh_comm_memo {
-    MPI_Comm c;
-    msh_comm *mc;    /* NULL: nothing remembered */
-    uint64_t epoch;
-} msh_comm_memo;
-extern MSH_TLS msh_comm_memo msh_comm_last;
-msh_comm *msh_comm_lookup_table(MPI_Comm c, uint64_t epoch); /* and remember it */
+extern MSH_TLS msh_htab_memo msh_comm_memo;
 static inline msh_comm *msh_comm_lookup(MPI_Comm c)
 {
-    uint64_t e = atomic_load_explicit(&msh_comm_epoch, memory_order_acquire);
-    const msh_comm_memo *m = &msh_comm_last;
-    if (MSH_LIKELY(m->c == c && m->epoch == e && m->mc != NULL))
-        return m->mc;
-    return msh_comm_lookup_table(c, e);
+    return (msh_comm *)msh_htab_lookup_memo(&msh_comm_table, msh_handle_key(&c, sizeof c), &msh_comm_memo);
 }
 
 /* Makes one more communicator congruent with the one the user's constructor

@@ -10,6 +10,7 @@
 #include "vci/vci.h"
 
 msh_htab msh_win_table = MSH_HTAB_INIT;
+MSH_TLS msh_htab_memo msh_win_memo;
 _Atomic int msh_win_nsplit;
 _Atomic int msh_win_npassive;
 _Atomic int msh_win_local_as_flush;

@@ -133,9 +133,10 @@ void msh_win_direct_runtime(int on);
 extern MSH_TLS int msh_win_thread_slot;
 int msh_win_thread_slot_assign(void);
 
+extern MSH_TLS msh_htab_memo msh_win_memo;
 static inline msh_win *msh_win_lookup(MPI_Win w)
 {
-    return (msh_win *)msh_htab_lookup(&msh_win_table, msh_handle_key(&w, sizeof w));
+    return (msh_win *)msh_htab_lookup_memo(&msh_win_table, msh_handle_key(&w, sizeof w), &msh_win_memo);
 }
 
 /* Window j of the target's lock epoch is still to be locked (see

@@ -2,8 +2,8 @@
  * and memory stays bounded under insert/remove churn, replaced tables are
  * freed only after every lookup that could read them has left, concurrent
  * readers always find the stable entries, and many threads inserting,
- * removing and looking up at once always get the right answer. No MPI
- * needed. */
+ * removing and looking up at once always get the right answer; a thread's
+ * memo of its last lookup goes stale with any removal. No MPI needed. */
 #include <mpi.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -402,6 +402,37 @@ static void test_mt(void)
            atomic_load(&mt_bracketed), (unsigned long long)(b.gens - a.gens));
 }
 
+/* The memo (msh_htab_lookup_memo): a repeated lookup returns the entry it
+ * remembered; once the key is removed and inserted again for another
+ * entry (a freed handle given to a new communicator), the new one; a key
+ * not in the table is never remembered; a removal of another key makes
+ * the memo look again, and it still finds its entry. */
+static void test_memo(void)
+{
+    msh_htab h = MSH_HTAB_INIT;
+    msh_htab_memo m = { 0, NULL, 0 };
+    ent *a = ent_new(key_of(1, 0)), *other = ent_new(key_of(2, 0));
+    EXPECT(msh_htab_insert(&h, &a->h) == MPI_SUCCESS);
+    EXPECT(msh_htab_insert(&h, &other->h) == MPI_SUCCESS);
+    EXPECT(msh_htab_lookup_memo(&h, key_of(1, 0), &m) == &a->h);
+    EXPECT(m.e == &a->h);
+    EXPECT(msh_htab_lookup_memo(&h, key_of(1, 0), &m) == &a->h);
+    EXPECT(msh_htab_remove(&h, key_of(1, 0)) == &a->h);
+    free(a);
+    EXPECT(msh_htab_lookup_memo(&h, key_of(1, 0), &m) == NULL);
+    ent *b = ent_new(key_of(1, 0));
+    EXPECT(msh_htab_insert(&h, &b->h) == MPI_SUCCESS);
+    EXPECT(msh_htab_lookup_memo(&h, key_of(1, 0), &m) == &b->h);
+    EXPECT(msh_htab_lookup_memo(&h, key_of(3, 0), &m) == NULL);
+    EXPECT(m.e == &b->h); /* a miss leaves the memo as it was */
+    EXPECT(msh_htab_remove(&h, key_of(2, 0)) == &other->h);
+    free(other);
+    EXPECT(msh_htab_lookup_memo(&h, key_of(1, 0), &m) == &b->h);
+    int n = 0;
+    msh_htab_drain(&h, free_cb, &n);
+    EXPECT(n == 1);
+}
+
 int main(void)
 {
     const char *env = getenv("UNIT_SEED");
@@ -414,6 +445,7 @@ int main(void)
     test_grace();
     test_concurrent();
     test_mt();
+    test_memo();
     if (failures) {
         fprintf(stderr, "test_htab: %d check(s) failed\n", failures);
         return 1;
