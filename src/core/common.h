@@ -24,6 +24,13 @@
 
 #define MSH_CACHELINE 64
 
+/* Fortran handles of the shim's own handles (requests, a lane's matched
+ * messages) where the host's are small non-negative indices (Open MPI):
+ * code c is -c - 2, below anything the host gives; msh_code_of_fint is -1
+ * for a handle that is not the shim's. */
+static inline int msh_fint_of_code(long long code) { return (int)(-code - 2); }
+static inline long long msh_code_of_fint(int f) { return f >= -1 ? -1 : -(long long)f - 2; }
+
 /* memset(p, 0, n) for a request or record zeroed once per message. GCC
  * expands a constant memset above about 80 bytes into `rep stos`, whose
  * start-up costs tens of cycles and whose stores the loads that follow

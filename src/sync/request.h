@@ -240,8 +240,7 @@ static inline void msh_req_release(msh_request *r)
 
 /* Fortran handles of shim handles (MPI_Request_c2f/f2c), live or not, so
  * that a conversion round-trips and errors show where the handle is used.
- * MPICH's Fint is the C handle itself; Open MPI's are small non-negative
- * indices, so shim handles take the negative numbers below -1. */
+ * MPICH's Fint is the C handle itself; on Open MPI, msh_fint_of_code. */
 static inline int msh_req_c2f(MPI_Request h, MPI_Fint *f)
 {
     uint32_t code;
@@ -250,7 +249,7 @@ static inline int msh_req_c2f(MPI_Request h, MPI_Fint *f)
 #if defined(MPICH)
     *f = (MPI_Fint)h;
 #else
-    *f = (MPI_Fint)(-(int64_t)code - 2);
+    *f = (MPI_Fint)msh_fint_of_code(code);
 #endif
     return 1;
 }
@@ -262,9 +261,10 @@ static inline int msh_req_f2c(MPI_Fint f, MPI_Request *h)
     *h = (MPI_Request)f;
     return msh_req_code(*h, &code);
 #else
-    if (f >= -1 || -(int64_t)f - 2 >= (int64_t)MSH_REQ_CODES)
+    long long code = msh_code_of_fint(f);
+    if (code < 0 || code >= (long long)MSH_REQ_CODES)
         return 0;
-    *h = (MPI_Request)(void *)(msh_req_hspace + (uintptr_t)(-(int64_t)f - 2));
+    *h = (MPI_Request)(void *)(msh_req_hspace + (uintptr_t)code);
     return 1;
 #endif
 }

@@ -86,23 +86,22 @@ int msh_tp_message_vci(MPI_Message m)
     return !msh_tp_direct && msh_lane_msg_dec(m, &vci, &slot) ? vci : -1;
 }
 
-/* Open MPI's Fortran message handles are small non-negative indices, so a
- * lane's messages take the negative numbers below -1, as the shim's
- * requests do (sync/request.h). */
-#define MSG_CODES ((int64_t)MSH_MAX_VCIS << MSH_LANE_MSG_SLOT_BITS)
+/* Open MPI's Fortran handles for a lane's messages: msh_fint_of_code of
+ * the message's VCI and slot, as the shim's requests have. */
+#define MSG_CODES ((long long)MSH_MAX_VCIS << MSH_LANE_MSG_SLOT_BITS)
 int msh_tp_message_c2f(MPI_Message m, MPI_Fint *f)
 {
     int vci, slot;
     if (msh_tp_direct || !msh_lane_msg_dec(m, &vci, &slot))
         return 0;
-    *f = (MPI_Fint)(-(((int64_t)vci << MSH_LANE_MSG_SLOT_BITS) | slot) - 2);
+    *f = (MPI_Fint)msh_fint_of_code((long long)vci << MSH_LANE_MSG_SLOT_BITS | slot);
     return 1;
 }
 
 int msh_tp_message_f2c(MPI_Fint f, MPI_Message *m)
 {
-    int64_t code = -(int64_t)f - 2;
-    if (msh_tp_direct || f >= -1 || code >= MSG_CODES)
+    long long code = msh_code_of_fint(f);
+    if (msh_tp_direct || code < 0 || code >= MSG_CODES)
         return 0;
     *m = msh_lane_msg_enc((int)(code >> MSH_LANE_MSG_SLOT_BITS),
                           (int)(code & ((1 << MSH_LANE_MSG_SLOT_BITS) - 1)));
