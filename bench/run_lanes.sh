@@ -32,7 +32,8 @@
 #   BENCH_RUNS       alternating rounds   (default 3)
 #   LANES_STARTUP_RUNS  rounds of the startup part (default 5)
 #   BENCH_SECONDS    seconds a Multirate run (default 0.5)
-# About 8 minutes with the defaults on a 16-core machine, both hosts.
+# An estimated 8 minutes with the defaults on a 16-core machine, both hosts
+# (its runs times their length and start-up; not yet run there).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${LANES_OUT:-$here/results/lanes-$(date -u +%Y%m%d-%H%M)}
