@@ -29,18 +29,20 @@
 #   LANES_PARTS      comma list           (default c,shared,testrate,testrate-w,startup)
 #   LANES_THREADS_C  T of the c part      (default "1 4 8")
 #   LANES_THREADS    T of the others      (default "1 2 4 8")
-#   BENCH_RUNS       alternating rounds   (default 3)
+#   BENCH_RUNS       alternating rounds   (default 5)
 #   LANES_STARTUP_RUNS  rounds of the startup part (default 5)
-#   BENCH_SECONDS    seconds a Multirate run (default 0.5)
-# An estimated 8 minutes with the defaults on a 16-core machine, both hosts
-# (its runs times their length and start-up; not yet run there).
+#   BENCH_SECONDS    seconds a Multirate or testrate run (default 0.5)
+# Estimated with the defaults on a 16-core machine, both hosts (runs times
+# their length plus a start-up each; not yet run there): c 4.5 minutes,
+# shared 3.5, testrate 2.5, testrate-w 1, startup 0.5. A call limited to 10
+# minutes takes LANES_PARTS=c,shared, a second one the rest.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 out=${LANES_OUT:-$here/results/lanes-$(date -u +%Y%m%d-%H%M)}
 IFS=, read -r -a parts <<< "${LANES_PARTS:-c,shared,testrate,testrate-w,startup}"
 tc=${LANES_THREADS_C:-1 4 8}
 ts=${LANES_THREADS:-1 2 4 8}
-runs=${BENCH_RUNS:-3}
+runs=${BENCH_RUNS:-5}
 secs=${BENCH_SECONDS:-0.5}
 mkdir -p "$out" || exit 2
 rc=0
@@ -67,14 +69,14 @@ for p in "${parts[@]}"; do
             BENCH_CONFIGS=raw,combine-adaptive,ucxdef,ucxtag,everywhere \
             "$here/run_multirate.sh" "$@" ;;
     testrate)
-        part testrate testrate.txt BENCH_TR_THREADS="$ts" BENCH_RUNS="$runs" \
+        part testrate testrate.txt BENCH_TR_THREADS="$ts" BENCH_RUNS="$runs" BENCH_TR_ARGS="-d $secs" \
             BENCH_CONFIGS=raw,shim,ucx,thread,nosolo,everywhere \
             "$here/run_testrate.sh" "$@" ;;
     testrate-w)
         # Open MPI only: MPICH 4.0.2 never wakes a thread blocked in a
         # receive from its own rank (bench/testrate.c), raw too.
         if [ $# -eq 0 ] || printf '%s\n' "$@" | grep -qx openmpi; then
-            part testrate-w testrate-w.txt BENCH_TR_THREADS="$ts" BENCH_RUNS="$runs" BENCH_TR_ARGS=-w \
+            part testrate-w testrate-w.txt BENCH_TR_THREADS="$ts" BENCH_RUNS="$runs" BENCH_TR_ARGS="-w -d $secs" \
                 BENCH_CONFIGS=raw,shim,ucx,thread,nosolo \
                 "$here/run_testrate.sh" openmpi
         fi ;;
