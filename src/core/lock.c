@@ -74,6 +74,7 @@ void msh_block_init(msh_block *b)
     b->grants = 0;
     b->revocations = 0;
     b->last = 0;
+    b->revoked = 0;
     b->run = 0;
     b->grant_at = MSH_BLOCK_GRANT;
 }
@@ -93,6 +94,7 @@ static void barrier_all(void)
  * its owner either see that or be seen inside (bias_in). */
 static void revoke_bias(msh_block *b)
 {
+    b->revoked = atomic_load_explicit(&b->bias, memory_order_relaxed);
     atomic_store_explicit(&b->bias, 0, memory_order_seq_cst);
     barrier_all();
     if (b->grant_at < MSH_BLOCK_GRANT_MAX)
@@ -101,7 +103,17 @@ static void revoke_bias(msh_block *b)
     b->revocations++;
 }
 
-/* A run of takes by one thread earns it the bias. */
+/* Under b->lock, taken by me: if me's bias was the one revoked, its fast
+ * path is over (it came here after that), so it can no longer touch
+ * bias_in unless granted again. */
+static inline void note_revoked_back(msh_block *b, uintptr_t me)
+{
+    if (b->revoked == me)
+        b->revoked = 0;
+}
+
+/* A run of takes by one thread earns it the bias, unless a revoked owner
+ * may still be late on its fast path (lock.h). */
 static void count_run(msh_block *b, uintptr_t me)
 {
     if (!block_asym)
@@ -109,7 +121,7 @@ static void count_run(msh_block *b, uintptr_t me)
     if (b->last != me) {
         b->last = me;
         b->run = 1;
-    } else if (++b->run >= b->grant_at) {
+    } else if (++b->run >= b->grant_at && b->revoked == 0) {
         b->run = 0;
         b->grants++;
         atomic_store_explicit(&b->bias, me, memory_order_relaxed);
@@ -128,6 +140,7 @@ void msh_block_locked(msh_block *b, uintptr_t me)
         else
             sched_yield(); /* the owner was preempted inside: let it run */
     }
+    note_revoked_back(b, me);
     count_run(b, me);
 }
 
@@ -135,6 +148,7 @@ void (*msh_block_fail_hook)(msh_block *b);
 
 int msh_block_try_locked(msh_block *b, uintptr_t me)
 {
+    note_revoked_back(b, me);
     if (atomic_load_explicit(&b->bias, memory_order_relaxed) != 0)
         revoke_bias(b);
     else if (atomic_load_explicit(&b->bias_in, memory_order_acquire) != 0)
@@ -145,7 +159,7 @@ int msh_block_try_locked(msh_block *b, uintptr_t me)
         msh_lock_give(&b->lock); /* the owner is inside; the bias stays revoked */
         return MSH_BLOCK_OWNER_IN;
     }
-    (void)me; /* a helper's take: no run of its own, and the user's run goes on */
+    /* a helper's take: no run of its own, and the user's run goes on */
     return 1;
 }
 

@@ -61,7 +61,15 @@ static inline void msh_lock_give(msh_lock *l)
  * drop: either the owner saw the cleared bias and took the slow path, or
  * the revoker sees it inside and waits for it to leave. After a revocation
  * the next grant needs twice the run, so that two threads that share a VCI
- * settle on the plain lock. Without membarrier no bias is ever granted. */
+ * settle on the plain lock. Without membarrier no bias is ever granted.
+ *
+ * bias_in is one flag for whoever owns the bias, and a former owner may
+ * still be on its fast path, between its first look at the bias and its
+ * store to bias_in, when the revocation comes (preempted there, for as
+ * long as the scheduler likes). Its store, and its clear once it finds the
+ * bias gone, would hide a newer owner inside from the next revoker, so no
+ * other thread is granted the bias until the revoked owner has taken the
+ * plain lock once, which it does only after that fast path has ended. */
 typedef struct msh_block {
     msh_lock lock;
     _Atomic uintptr_t bias;   /* the owner's token, or 0 */
@@ -70,6 +78,9 @@ typedef struct msh_block {
     int by_bias;              /* the holder entered by the fast path (the holder's alone) */
     /* Under lock: the last thread that took it, its run, the run that earns a grant. */
     uintptr_t last;
+    /* Under lock: the owner whose bias was revoked, until it takes the
+     * lock again (see msh_block_locked). */
+    uintptr_t revoked;
     unsigned run, grant_at;
     uint64_t grants, revocations; /* under lock (MPISHIM_STATS) */
 } msh_block;
@@ -98,10 +109,11 @@ int msh_block_try_locked(msh_block *b, uintptr_t me);
  * schedule other threads into that moment. */
 extern void (*msh_block_fail_hook)(msh_block *b);
 
-static inline int msh_block_fast(msh_block *b, uintptr_t me)
+/* The fast path after its first look found the bias mine. Apart for the
+ * unit tests: a thread preempted between that look and this is one whose
+ * bias may have been revoked and granted again meanwhile. */
+static inline int msh_block_enter_biased(msh_block *b, uintptr_t me)
 {
-    if (atomic_load_explicit(&b->bias, memory_order_relaxed) != me)
-        return 0;
     atomic_store_explicit(&b->bias_in, 1, memory_order_relaxed);
     /* The revoker's membarrier orders this store before the load below on
      * this thread's CPU; the compiler must not reorder them either. */
@@ -114,6 +126,13 @@ static inline int msh_block_fast(msh_block *b, uintptr_t me)
     }
     atomic_store_explicit(&b->bias_in, 0, memory_order_release);
     return 0;
+}
+
+static inline int msh_block_fast(msh_block *b, uintptr_t me)
+{
+    if (atomic_load_explicit(&b->bias, memory_order_relaxed) != me)
+        return 0;
+    return msh_block_enter_biased(b, me);
 }
 
 static inline void msh_block_take(msh_block *b, uintptr_t me)

@@ -179,6 +179,47 @@ static void test_look(void)
     EXPECT(msh_block_look(&bk, ME + 1, &seen) == MSH_BLOCK_UNBIASED);
 }
 
+/* A former owner late on its fast path: it read the bias as its own, then
+ * was preempted while another thread's take revoked it and a third earned
+ * the bias and went in by it. The late thread's store to the lock's
+ * "inside" flag, and the clear after it found the bias gone, must not hide
+ * the new owner from the next taker. One thread plays all three (tokens
+ * A, B, C), which needs no scheduling luck: this is the race that let two
+ * threads into one VCI under ThreadSanitizer, about one run in six. */
+static void test_late_former_owner(void)
+{
+    const uintptr_t a = ME + 1, b = ME + 2, c = ME + 3;
+    msh_block_init(&bk);
+    for (int i = 0; i < MSH_BLOCK_GRANT; i++) {
+        msh_block_take(&bk, a);
+        msh_block_give(&bk);
+    }
+    if (atomic_load(&bk.bias) != a)
+        return; /* no membarrier: never biased */
+    /* B revokes A's bias, then runs long enough for a grant of its own. */
+    for (int i = 0; i < 4 * MSH_BLOCK_GRANT; i++) {
+        msh_block_take(&bk, b);
+        msh_block_give(&bk);
+    }
+    msh_block_take(&bk, b); /* B inside, by its bias if it has one */
+    EXPECT(msh_block_enter_biased(&bk, a) == 0); /* A, late: not its bias any more */
+    int got = msh_block_try(&bk, c);
+    EXPECT(got != 1); /* C must not get in beside B */
+    if (got == 1)
+        msh_block_give(&bk);
+    msh_block_give(&bk);
+    /* A comes back by the slow path; from then on the others may earn the
+     * bias again. */
+    msh_block_take(&bk, a);
+    msh_block_give(&bk);
+    for (int i = 0; i < 64 * MSH_BLOCK_GRANT && atomic_load(&bk.bias) != b; i++) {
+        msh_block_take(&bk, b);
+        msh_block_give(&bk);
+    }
+    EXPECT(atomic_load(&bk.bias) == b);
+    EXPECT(atomic_load(&bk.lock.v) == 0 && atomic_load(&bk.bias_in) == 0);
+}
+
 static void *runs(void *arg)
 {
     unsigned s = seed ^ (unsigned)(uintptr_t)arg;
@@ -271,6 +312,7 @@ int main(int argc, char **argv)
     test_sleepers_woken();
     test_bias();
     test_look();
+    test_late_former_owner();
     test_bias_contended();
     test_revoke_while_inside();
     if (failures) {
