@@ -184,8 +184,8 @@ static void test_look(void)
  * the bias and went in by it. The late thread's store to the lock's
  * "inside" flag, and the clear after it found the bias gone, must not hide
  * the new owner from the next taker. One thread plays all three (tokens
- * A, B, C), which needs no scheduling luck: this is the race that let two
- * threads into one VCI under ThreadSanitizer, about one run in six. */
+ * A, B, C), which needs no scheduling luck, the race that once let two
+ * threads into one VCI. */
 static void test_late_former_owner(void)
 {
     const uintptr_t a = ME + 1, b = ME + 2, c = ME + 3;
